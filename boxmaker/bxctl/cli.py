@@ -1,0 +1,41 @@
+"""What every bxctl command shares: the parser class, the error type, and output.
+
+`CliError` carries a one-line message and an exit status; `main` is the one place
+that turns it (and usage errors) into a line on stderr and that status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1  # the command ran and found a problem (bad grants, broken chain)
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A failure the owner can act on: printed as one line, then exit `status`."""
+
+    def __init__(self, message: str, status: int = EXIT_PROBLEM) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
+
+
+def out(line: str = "") -> None:
+    """Write one line to stdout; text that is not valid UTF-8 is shown escaped."""
+    sys.stdout.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+
+
+def err(line: str) -> None:
+    """Write one line to stderr."""
+    sys.stderr.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")

@@ -1,0 +1,133 @@
+"""`bxctl grants check` and `bxctl grants explain`: reads a grants directory.
+
+`check --dir` loads a directory with the same rules as brokerd and prints every
+problem. `explain` answers what brokerd would decide for one call, through the
+same `boxmaker.core.policy.decide`: there is no second implementation to drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
+from boxmaker.core.grant_loading import load_grant_dir
+from boxmaker.core.grants import GrantSet
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import ToolRequest
+from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
+from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+
+GRANTS_POINTER = "see runbook.md#grants-invalid"
+
+
+def add_parser(commands: Any) -> None:
+    grants: Parser = commands.add_parser("grants", help="check grant files and explain decisions")
+    sub = grants.add_subparsers(dest="grants_command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+
+    check = sub.add_parser("check", help="load every grant file and report each problem")
+    check.add_argument("--dir", required=True, type=Path, help="the grants directory to check")
+    check.set_defaults(handler=cmd_check)
+
+    explain = sub.add_parser("explain", help="what brokerd would decide for one tool call")
+    explain.add_argument("--dir", required=True, type=Path, help="the grants directory")
+    explain.add_argument("--tool", required=True, help="read_file, write_file, shell or http_fetch")
+    explain.add_argument("--arguments", required=True, help="the call's arguments as JSON text")
+    explain.add_argument(
+        "--taint",
+        default=DataClass.PRIVATE.value,
+        choices=[c.value for c in DataClass],
+        help="the session's taint (default: private)",
+    )
+    explain.add_argument(
+        "--untrusted", action="store_true", help="the session has read untrusted content"
+    )
+    explain.add_argument("--now", help="decide at this time (default: now), e.g. 2026-11-30T12:00:00.000Z")
+    explain.add_argument("--json", action="store_true", help="print one JSON object")
+    explain.set_defaults(handler=cmd_explain)
+
+
+def read_grant_dir(directory: Path) -> GrantSet:
+    """The grant set in `directory`, read the way brokerd reads it."""
+    return load_grant_dir(
+        lambda: os.listdir(directory), lambda name: (directory / name).read_bytes(), str(directory)
+    )
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    grants = read_grant_dir(args.dir)
+    if grants.valid:
+        out("grants: ok")
+        return EXIT_OK
+    for problem in grants.problems:
+        out(problem.render())
+    err(GRANTS_POINTER)
+    return EXIT_PROBLEM
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    if args.now is None:
+        now = format_timestamp(datetime.now(UTC))
+    else:
+        try:
+            parse_timestamp(args.now)
+        except ValueError as exc:
+            raise CliError(f"--now: {exc}", 2) from exc
+        now = args.now
+    grants = read_grant_dir(args.dir)
+    request = ToolRequest(session="explain", call="explain", tool=args.tool, arguments=args.arguments)
+    state = SessionState(taint=DataClass(args.taint), untrusted=args.untrusted)
+    outcome = decide(request, grants, state, now)
+    if args.json:
+        out(orjson.dumps(explanation(outcome)).decode())
+    else:
+        for line in describe(outcome):
+            out(line)
+        for problem in grants.problems:
+            out(problem.render())
+        if grants.problems:
+            err(GRANTS_POINTER)
+    return EXIT_OK
+
+
+def explanation(outcome: Decision | Ask | Denial) -> dict[str, Any]:
+    """The `--json` object: outcome as on the wire, grant, matched, result label."""
+    if isinstance(outcome, Denial):
+        return {
+            "outcome": outcome.record().model_dump(mode="json"),
+            "grant": outcome.grant,
+            "matched": None,
+            "result_class": None,
+            "untrusted": None,
+        }
+    return {
+        "outcome": outcome.record().model_dump(mode="json"),
+        "grant": outcome.grant.id,
+        "matched": outcome.matched,
+        "result_class": outcome.result_class.value,
+        "untrusted": outcome.untrusted,
+    }
+
+
+def describe(outcome: Decision | Ask | Denial) -> list[str]:
+    """The human form of the same answer."""
+    if isinstance(outcome, Denial):
+        line = f"denied: {outcome.reason}"
+        if outcome.grant is not None:
+            line += f" by grant {outcome.grant}"
+        if outcome.detail is not None:
+            line += f": {outcome.detail}"
+        return [line]
+    head = "allowed" if isinstance(outcome, Decision) else "ask the owner"
+    trust = "untrusted" if outcome.untrusted else "trusted"
+    lines = [f"{head}: grant {outcome.grant.id}"]
+    if outcome.matched is not None:
+        lines.append(f"  matched {outcome.matched}")
+    lines.append(f"  result labelled {outcome.result_class}, {trust}")
+    return lines

@@ -1,0 +1,164 @@
+"""Strict parsing of a tool call's arguments into typed values. No I/O.
+
+The model sends its arguments as JSON text. Each tool takes exactly the fields in
+the table below; an unknown, missing, duplicated or mistyped field, or a path or
+URL that fails its form check, raises `ArgsError` with a one-line explanation
+(which brokerd forwards to the model as the `invalid_arguments` detail).
+
+    tool        fields
+    read_file   path
+    write_file  path, content
+    shell       command, cwd (optional; null means absent)
+    http_fetch  url
+
+`canonical_arguments` serialises parsed arguments again, fields in table order,
+compact: this is what the owner is shown when approving, so `\\u002fetc` and `/etc`
+look the same because they mean the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from boxmaker.core.errors import ArgsError
+from boxmaker.core.hosts import Url, parse_url
+from boxmaker.core.paths import path_problem
+
+
+class ToolName(StrEnum):
+    READ_FILE = "read_file"
+    WRITE_FILE = "write_file"
+    SHELL = "shell"
+    HTTP_FETCH = "http_fetch"
+
+
+def tool_name(text: str) -> ToolName | None:
+    """The tool called `text`, or None if it is not one of the four."""
+    try:
+        return ToolName(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFileArgs:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFileArgs:
+    path: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShellArgs:
+    command: str
+    cwd: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpFetchArgs:
+    url: Url
+
+
+ToolArgs = ReadFileArgs | WriteFileArgs | ShellArgs | HttpFetchArgs
+
+_FIELDS: dict[ToolName, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # tool: (required fields, optional fields), in the order they are shown
+    ToolName.READ_FILE: (("path",), ()),
+    ToolName.WRITE_FILE: (("path", "content"), ()),
+    ToolName.SHELL: (("command",), ("cwd",)),
+    ToolName.HTTP_FETCH: (("url",), ()),
+}
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ArgsError(f"duplicate field `{key}`")
+        seen[key] = value
+    return seen
+
+
+def _expected(names: tuple[str, ...]) -> str:
+    if len(names) == 1:
+        return f"expected `{names[0]}`"
+    return "expected one of " + ", ".join(f"`{n}`" for n in names)
+
+
+def _load_object(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw, object_pairs_hook=_no_duplicates)
+    except ArgsError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise ArgsError(f"the arguments are not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ArgsError("the arguments must be a JSON object")
+    return value
+
+
+def _string(obj: dict[str, Any], name: str) -> str:
+    value = obj[name]
+    if not isinstance(value, str):
+        raise ArgsError(f"invalid type for `{name}`: expected a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ArgsError(f"`{name}` holds a lone surrogate (\\ud800 to \\udfff)") from exc
+    return value
+
+
+def _path(obj: dict[str, Any], name: str) -> str:
+    value = _string(obj, name)
+    problem = path_problem(value)
+    if problem is not None:
+        raise ArgsError(f"`{name}` is not a valid absolute path: {problem}")
+    return value
+
+
+def parse_arguments(tool: ToolName, raw: str) -> ToolArgs:
+    """The typed arguments of a call to `tool`; `ArgsError` says what is wrong."""
+    obj = _load_object(raw)
+    required, optional = _FIELDS[tool]
+    known = required + optional
+    for name in obj:
+        if name not in known:
+            raise ArgsError(f"unknown field `{name}`, {_expected(known)}")
+    for name in required:
+        if name not in obj:
+            raise ArgsError(f"missing field `{name}`")
+    if tool is ToolName.READ_FILE:
+        return ReadFileArgs(path=_path(obj, "path"))
+    if tool is ToolName.WRITE_FILE:
+        return WriteFileArgs(path=_path(obj, "path"), content=_string(obj, "content"))
+    if tool is ToolName.SHELL:
+        cwd = None if obj.get("cwd") is None else _path(obj, "cwd")
+        return ShellArgs(command=_string(obj, "command"), cwd=cwd)
+    url = _string(obj, "url")
+    try:
+        return HttpFetchArgs(url=parse_url(url))
+    except ValueError as exc:
+        raise ArgsError(f"`url` is not allowed: {exc}") from exc
+
+
+def canonical_arguments(args: ToolArgs) -> str:
+    """The parsed arguments as compact JSON, fields in table order, absent cwd left out."""
+    fields: dict[str, str]
+    match args:
+        case ReadFileArgs(path=path):
+            fields = {"path": path}
+        case WriteFileArgs(path=path, content=content):
+            fields = {"path": path, "content": content}
+        case ShellArgs(command=command, cwd=cwd):
+            fields = {"command": command} if cwd is None else {"command": command, "cwd": cwd}
+        case HttpFetchArgs(url=url):
+            fields = {"url": url.text}
+    return orjson.dumps(fields).decode()

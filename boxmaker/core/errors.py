@@ -1,0 +1,47 @@
+"""The exception tree shared by every role. No I/O.
+
+    BoxmakerError
+    ├── ProtocolError      the peer sent something we refuse; carries a wire ErrorCode
+    ├── ArgsError          a tool's arguments do not parse or fail the form checks (ValueError)
+    └── ConfigError        a configuration file or variable is wrong (ValueError)
+
+Expected outcomes (a denial, an ask, a failed tool call, a bad grant file) are
+values, not exceptions. "We were wrong" is any other exception: it is logged with
+its traceback and answered as `internal`, never echoed to a peer.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Wire error codes. Values are never renamed."""
+
+    MALFORMED = "malformed"
+    TOO_LARGE = "too_large"
+    FORBIDDEN = "forbidden"
+    NO_SUCH_APPROVAL = "no_such_approval"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+class BoxmakerError(Exception):
+    """The root of boxmaker's own exceptions."""
+
+
+class ProtocolError(BoxmakerError):
+    """The peer was wrong: answered with `code` and a one-line `message`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ArgsError(BoxmakerError, ValueError):
+    """A tool call's arguments were refused; the text explains why in one line."""
+
+
+class ConfigError(BoxmakerError, ValueError):
+    """A configuration file, key or variable is wrong; the text says which and what to do."""

@@ -1,0 +1,302 @@
+"""Every message kind on boxmaker's Unix sockets, and the envelope that carries it.
+
+No I/O. An envelope is `{"id", "final", "message"}`; `message["kind"]` selects the
+model, and for `tool_response` so does `status`. Every model refuses unknown
+fields and does not coerce types. `encode_envelope` writes compact JSON with
+fields in declaration order and absent optional fields left out;
+`decode_envelope` raises `ProtocolError(malformed)` for anything it refuses.
+
+    socket          accepts                                  answers
+    broker.sock     tool_request                             tool_response
+    admin.sock      approvals, approve, refuse, check_grants approval_list,
+                                                             approve_result, ok,
+                                                             grants_report
+    loop.sock       turn                                     turn_event..., turn_done
+    any             -                                        error
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import Discriminator, Field, Tag, ValidationError
+
+from boxmaker.core.decisions import DecisionRecord, DenyReason, Strict
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.grants import GrantProblem
+from boxmaker.core.ids import CallId, Identifier, SessionId
+from boxmaker.core.labels import DataClass
+from boxmaker.core.timestamps import Timestamp
+
+ApprovalId = Annotated[int, Field(ge=0, le=2**64 - 1)]
+
+# --- broker.sock -------------------------------------------------------------------
+
+
+class ToolRequest(Strict):
+    kind: Literal["tool_request"] = "tool_request"
+    session: SessionId
+    call: CallId
+    tool: str
+    arguments: str  # the model's raw JSON text
+
+
+class PendingApprovalResponse(Strict):
+    kind: Literal["tool_response"] = "tool_response"
+    status: Literal["pending_approval"] = "pending_approval"
+    approval: ApprovalId
+    expires: Timestamp
+
+
+class ResultResponse(Strict):
+    kind: Literal["tool_response"] = "tool_response"
+    status: Literal["result"] = "result"
+    content: str
+    class_: DataClass = Field(alias="class")
+    untrusted: bool
+    truncated: bool
+
+
+class FailedResponse(Strict):
+    kind: Literal["tool_response"] = "tool_response"
+    status: Literal["failed"] = "failed"
+    message: str
+
+
+class DeniedResponse(Strict):
+    kind: Literal["tool_response"] = "tool_response"
+    status: Literal["denied"] = "denied"
+    reason: DenyReason
+    detail: str | None = None
+
+
+# --- admin.sock --------------------------------------------------------------------
+
+
+class PendingApproval(Strict):
+    """One call waiting for the owner, as brokerd describes it (never loopd)."""
+
+    approval: ApprovalId
+    session: SessionId
+    call: CallId
+    tool: str
+    arguments: str  # the parsed arguments serialised again, not the raw text
+    grant: str
+    taint: DataClass
+    created: Timestamp
+    expires: Timestamp
+
+
+class Approvals(Strict):
+    kind: Literal["approvals"] = "approvals"
+
+
+class ApprovalList(Strict):
+    kind: Literal["approval_list"] = "approval_list"
+    items: tuple[PendingApproval, ...]
+
+
+class Approve(Strict):
+    kind: Literal["approve"] = "approve"
+    approval: ApprovalId
+
+
+class ApproveResult(Strict):
+    kind: Literal["approve_result"] = "approve_result"
+    outcome: DecisionRecord
+
+
+class Refuse(Strict):
+    kind: Literal["refuse"] = "refuse"
+    approval: ApprovalId
+    reason: str | None = None
+
+
+class Ok(Strict):
+    kind: Literal["ok"] = "ok"
+
+
+class CheckGrants(Strict):
+    kind: Literal["check_grants"] = "check_grants"
+
+
+class GrantsReport(Strict):
+    kind: Literal["grants_report"] = "grants_report"
+    problems: tuple[GrantProblem, ...]
+
+
+# --- any socket --------------------------------------------------------------------
+
+
+class Error(Strict):
+    kind: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+
+
+# --- loop.sock ---------------------------------------------------------------------
+
+
+class Turn(Strict):
+    kind: Literal["turn"] = "turn"
+    session: SessionId
+    text: str
+    resume: bool = False
+
+
+class ReasoningEvent(Strict):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ContentEvent(Strict):
+    type: Literal["content"] = "content"
+    text: str
+
+
+class ToolCallStartedEvent(Strict):
+    type: Literal["tool_call_started"] = "tool_call_started"
+    call: CallId
+    name: str  # as the model called it
+    arguments: str
+
+
+class ToolResultEvent(Strict):
+    type: Literal["tool_result"] = "tool_result"
+    call: CallId
+    name: str  # as the model called it
+    content: str
+    class_: DataClass = Field(alias="class")
+    untrusted: bool
+    truncated: bool
+
+
+class ToolDeniedEvent(Strict):
+    type: Literal["tool_denied"] = "tool_denied"
+    name: str  # the tool brokerd decided on
+    reason: DenyReason
+
+
+class ApprovalPendingEvent(Strict):
+    """A notice that something waits; what it is must be asked of brokerd."""
+
+    type: Literal["approval_pending"] = "approval_pending"
+    approval: ApprovalId
+    tool: str  # the tool brokerd decides on
+    expires: Timestamp
+
+
+Event = Annotated[
+    ReasoningEvent
+    | ContentEvent
+    | ToolCallStartedEvent
+    | ToolResultEvent
+    | ToolDeniedEvent
+    | ApprovalPendingEvent,
+    Field(discriminator="type"),
+]
+
+
+class TurnEvent(Strict):
+    kind: Literal["turn_event"] = "turn_event"
+    event: Event
+
+
+class TurnDone(Strict):
+    kind: Literal["turn_done"] = "turn_done"
+    session: SessionId
+    content: str
+    untrusted: bool  # the session has read untrusted content
+
+
+# --- the union and the envelope ----------------------------------------------------
+
+ToolResponse = PendingApprovalResponse | ResultResponse | FailedResponse | DeniedResponse
+
+_KINDS: dict[str, type[Strict]] = {
+    "tool_request": ToolRequest,
+    "tool_response:pending_approval": PendingApprovalResponse,
+    "tool_response:result": ResultResponse,
+    "tool_response:failed": FailedResponse,
+    "tool_response:denied": DeniedResponse,
+    "approvals": Approvals,
+    "approval_list": ApprovalList,
+    "approve": Approve,
+    "approve_result": ApproveResult,
+    "refuse": Refuse,
+    "ok": Ok,
+    "check_grants": CheckGrants,
+    "grants_report": GrantsReport,
+    "error": Error,
+    "turn": Turn,
+    "turn_event": TurnEvent,
+    "turn_done": TurnDone,
+}
+
+
+def _tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        kind, status = value.get("kind"), value.get("status")
+    else:
+        kind, status = getattr(value, "kind", None), getattr(value, "status", None)
+    if kind == "tool_response":
+        return f"tool_response:{status}"
+    return kind if isinstance(kind, str) else None
+
+
+Message = Annotated[
+    Annotated[ToolRequest, Tag("tool_request")]
+    | Annotated[PendingApprovalResponse, Tag("tool_response:pending_approval")]
+    | Annotated[ResultResponse, Tag("tool_response:result")]
+    | Annotated[FailedResponse, Tag("tool_response:failed")]
+    | Annotated[DeniedResponse, Tag("tool_response:denied")]
+    | Annotated[Approvals, Tag("approvals")]
+    | Annotated[ApprovalList, Tag("approval_list")]
+    | Annotated[Approve, Tag("approve")]
+    | Annotated[ApproveResult, Tag("approve_result")]
+    | Annotated[Refuse, Tag("refuse")]
+    | Annotated[Ok, Tag("ok")]
+    | Annotated[CheckGrants, Tag("check_grants")]
+    | Annotated[GrantsReport, Tag("grants_report")]
+    | Annotated[Error, Tag("error")]
+    | Annotated[Turn, Tag("turn")]
+    | Annotated[TurnEvent, Tag("turn_event")]
+    | Annotated[TurnDone, Tag("turn_done")],
+    Discriminator(
+        _tag,
+        custom_error_type="unknown_kind",
+        custom_error_message="not a known message kind",
+    ),
+]
+
+
+class Envelope(Strict):
+    id: Identifier
+    final: bool
+    message: Message
+
+
+def message_kinds() -> tuple[str, ...]:
+    """Every tag the union knows (`tool_response:<status>` for the four statuses)."""
+    return tuple(_KINDS)
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    """Compact JSON, fields in declaration order, absent optional fields left out."""
+    return orjson.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def decode_envelope(payload: bytes) -> Envelope:
+    """The envelope in `payload`; ProtocolError(malformed) with a one-line reason if not."""
+    try:
+        return Envelope.model_validate_json(payload)
+    except ValidationError as exc:
+        raise ProtocolError(ErrorCode.MALFORMED, _one_line(exc)) from exc
+
+
+def _one_line(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the frame"
+    extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{extra}"

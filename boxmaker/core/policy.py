@@ -1,0 +1,281 @@
+"""The decision: may this tool call run, ask the owner, or not? Pure; no I/O, no clock.
+
+`decide(request, grants, state, now)` answers one call with a `Decision`
+(allowed), an `Ask`, or a `Denial`. `redecide(ask, ...)` runs the same matching
+again when the owner approves, and is the only way from an `Ask` to a
+`Decision`. Both `Decision` and `Ask` can be built only in this module: their
+constructors demand a token no other module holds, so holding one proves that
+policy said so.
+
+Matching, for a call to tool T at session taint S:
+
+    1. Candidates are the valid grants for T.
+    2. A candidate drops out if it has expired (now >= expires), if S is above
+       its max_taint, or if its constraints do not cover the arguments.
+    3. Of those left, deny beats ask beats auto. Within the winning mode the
+       longest matched path wins (grants with no matched path tie), then the
+       lowest grant id in byte order.
+    4. The result's label is combined over every grant left after step 2: the
+       highest result_class, and untrusted if any is.
+    5. With none left: grant_expired if a candidate dropped out by expiry alone,
+       else taint_too_high if one dropped out by taint alone, else no_grant.
+
+Before matching: a grant set with problems denies (grants_invalid), a tool that
+is not one of the four denies (no_grant), and arguments that do not parse deny
+(invalid_arguments, with the parser's explanation as the detail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from boxmaker.core.args import (
+    HttpFetchArgs,
+    ReadFileArgs,
+    ShellArgs,
+    ToolArgs,
+    ToolName,
+    WriteFileArgs,
+    parse_arguments,
+    tool_name,
+)
+from boxmaker.core.decisions import (
+    AllowedRecord,
+    AskRecord,
+    DecisionRecord,
+    DeniedRecord,
+    DenyReason,
+)
+from boxmaker.core.errors import ArgsError
+from boxmaker.core.grants import Grant, GrantSet, Mode
+from boxmaker.core.hosts import host_matches
+from boxmaker.core.labels import DataClass, highest
+from boxmaker.core.messages import ToolRequest
+from boxmaker.core.paths import is_inside
+
+MAX_DETAIL = 300
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A session's taint and untrusted flag, as brokerd keeps them."""
+
+    taint: DataClass = DataClass.PRIVATE
+    untrusted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A refusal. Anyone may build one: denying needs no proof."""
+
+    reason: DenyReason
+    grant: str | None = None  # the deny grant, for denied_by_grant only
+    grant_sha256: str | None = None
+    detail: str | None = None  # for invalid_arguments only
+
+    def record(self) -> DecisionRecord:
+        return DeniedRecord(reason=self.reason)
+
+
+_TOKEN = object()
+
+
+class _Sealed:
+    """Read-only after construction, not copyable, not picklable, built only here."""
+
+    __slots__ = ("args", "grant", "matched_host", "matched_path", "request", "result_class",
+                 "untrusted")
+
+    request: ToolRequest
+    args: ToolArgs
+    grant: Grant
+    matched_path: str | None
+    matched_host: str | None
+    result_class: DataClass
+    untrusted: bool
+
+    def __init__(self, token: object, match: _Matched) -> None:
+        if token is not _TOKEN:
+            raise TypeError(f"{type(self).__name__} is built only by boxmaker.core.policy")
+        set_ = object.__setattr__
+        set_(self, "request", match.request)
+        set_(self, "args", match.args)
+        set_(self, "grant", match.winner.grant)
+        set_(self, "matched_path", match.winner.path)
+        set_(self, "matched_host", match.winner.host)
+        set_(self, "result_class", match.result_class)
+        set_(self, "untrusted", match.untrusted)
+
+    @property
+    def tool(self) -> ToolName:
+        return self.grant.tool
+
+    @property
+    def matched(self) -> str | None:
+        """The matched path, or the host pattern that matched, or None."""
+        return self.matched_path if self.matched_path is not None else self.matched_host
+
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} cannot be copied")
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} cannot be copied")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} cannot be pickled")
+
+
+class Decision(_Sealed):
+    """Proof that this call may run now: allowed by a grant, or approved and re-decided."""
+
+    __slots__ = ()
+
+    def record(self) -> DecisionRecord:
+        return AllowedRecord()
+
+
+class Ask(_Sealed):
+    """This call may run only if the owner approves it; `redecide` then decides again."""
+
+    __slots__ = ()
+
+    def record(self) -> DecisionRecord:
+        return AskRecord()
+
+
+Outcome = Decision | Ask | Denial
+
+
+@dataclass(frozen=True, slots=True)
+class _Covered:
+    grant: Grant
+    path: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Matched:
+    request: ToolRequest
+    args: ToolArgs
+    winner: _Covered
+    result_class: DataClass
+    untrusted: bool
+
+
+def decide(request: ToolRequest, grants: GrantSet, state: SessionState, now: str) -> Outcome:
+    """What may happen to `request` under `grants` at `state`, at time `now`."""
+    if not grants.valid:
+        return Denial(DenyReason.GRANTS_INVALID)
+    tool = tool_name(request.tool)
+    if tool is None:
+        return Denial(DenyReason.NO_GRANT)
+    try:
+        args = parse_arguments(tool, request.arguments)
+    except ArgsError as exc:
+        return Denial(DenyReason.INVALID_ARGUMENTS, detail=one_line(str(exc)))
+    return _match(request, tool, args, grants, state, now)
+
+
+def redecide(ask: Ask, grants: GrantSet, state: SessionState, now: str) -> Decision | Denial:
+    """Decide an approved call again, with the grants and state as they are now.
+
+    ask and auto both let it run (under the grant matched now); anything else is
+    the denial, whose grant and hash the Approval record needs.
+    """
+    outcome = decide(ask.request, grants, state, now)
+    if isinstance(outcome, Ask):
+        return Decision(_TOKEN, _rematch(outcome))
+    return outcome
+
+
+def _rematch(sealed: _Sealed) -> _Matched:
+    return _Matched(
+        request=sealed.request,
+        args=sealed.args,
+        winner=_Covered(sealed.grant, sealed.matched_path, sealed.matched_host),
+        result_class=sealed.result_class,
+        untrusted=sealed.untrusted,
+    )
+
+
+def _match(
+    request: ToolRequest,
+    tool: ToolName,
+    args: ToolArgs,
+    grants: GrantSet,
+    state: SessionState,
+    now: str,
+) -> Outcome:
+    left: list[_Covered] = []
+    expired_only = taint_only = False
+    for grant in grants.for_tool(tool):
+        covered = _covers(grant, args)
+        expired = grant.expires is not None and now >= grant.expires
+        too_tainted = state.taint > grant.max_taint
+        if covered is not None and not expired and not too_tainted:
+            left.append(covered)
+        elif covered is not None and expired and not too_tainted:
+            expired_only = True
+        elif covered is not None and too_tainted and not expired:
+            taint_only = True
+    if not left:
+        if expired_only:
+            return Denial(DenyReason.GRANT_EXPIRED)
+        if taint_only:
+            return Denial(DenyReason.TAINT_TOO_HIGH)
+        return Denial(DenyReason.NO_GRANT)
+    winner = min(left, key=_rank)
+    if winner.grant.mode is Mode.DENY:
+        return Denial(
+            DenyReason.DENIED_BY_GRANT, grant=winner.grant.id, grant_sha256=winner.grant.sha256
+        )
+    match = _Matched(
+        request=request,
+        args=args,
+        winner=winner,
+        result_class=highest(*(c.grant.result_class for c in left)),
+        untrusted=any(c.grant.untrusted for c in left),
+    )
+    if winner.grant.mode is Mode.ASK:
+        return Ask(_TOKEN, match)
+    return Decision(_TOKEN, match)
+
+
+def _rank(covered: _Covered) -> tuple[int, int, str]:
+    """Sort key: most restrictive mode, then longest matched path, then lowest id."""
+    path_length = len(covered.path.encode()) if covered.path is not None else -1
+    return (-covered.grant.mode.restrictiveness, -path_length, covered.grant.id)
+
+
+def _covers(grant: Grant, args: ToolArgs) -> _Covered | None:
+    """Whether `grant`'s constraints cover `args`, and through which path or host."""
+    match args:
+        case ReadFileArgs(path=path):
+            return _longest(grant, [p for p in grant.paths if is_inside(p, path)])
+        case WriteFileArgs(path=path):
+            # the grant path itself does not count: a write replaces what is mounted
+            return _longest(grant, [p for p in grant.paths if p != path and is_inside(p, path)])
+        case ShellArgs(cwd=None):
+            return _Covered(grant) if not grant.paths else None
+        case ShellArgs(cwd=str() as cwd):
+            return _longest(grant, [p for p in grant.paths if is_inside(p, cwd)])
+        case HttpFetchArgs(url=url):
+            hosts = [h for h in grant.hosts if host_matches(h, url.host)]
+            return _Covered(grant, host=hosts[0]) if hosts else None
+    return None
+
+
+def _longest(grant: Grant, paths: list[str]) -> _Covered | None:
+    if not paths:
+        return None
+    return _Covered(grant, path=max(paths, key=lambda p: len(p.encode())))
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, control characters removed, at most 300 characters."""
+    kept = "".join(" " if ch in "\n\r\t" else ch for ch in text if ch.isprintable() or ch in "\n\r\t")
+    return kept[:MAX_DETAIL]

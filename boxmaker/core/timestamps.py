@@ -1,0 +1,51 @@
+"""Timestamps: UTC, exactly `YYYY-MM-DDTHH:MM:SS.mmmZ`. No I/O, no clock.
+
+A timestamp stays a `str` on the wire and in memory. Because the format is fixed
+width, string order is time order, so `now >= expires` compares correctly. The
+clock is read only at the edges (`boxmaker.brokerd`, `boxmaker.bxctl`), which pass
+`now` in.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+def parse_timestamp(text: str) -> datetime:
+    """The aware UTC datetime of `text`; ValueError if it is not exactly the format."""
+    if _FORMAT.fullmatch(text) is None:
+        raise ValueError(f"not a timestamp like 2026-11-30T12:00:00.000Z: {text!r}")
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise ValueError(f"not a real date and time: {text!r}") from exc
+
+
+def check_timestamp(text: str) -> str:
+    parse_timestamp(text)
+    return text
+
+
+def format_timestamp(moment: datetime) -> str:
+    """`moment` (aware) in the wire format, truncated to the millisecond."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def add_ms(text: str, ms: int) -> str:
+    """The timestamp `ms` milliseconds after `text`."""
+    return format_timestamp(parse_timestamp(text) + timedelta(milliseconds=ms))
+
+
+def date_of(text: str) -> str:
+    """The UTC date part, `YYYY-MM-DD`."""
+    return text[:10]
+
+
+Timestamp = Annotated[str, AfterValidator(check_timestamp)]

@@ -1,0 +1,1 @@
+"""memoryd: a boxmaker role (see design.md section 2). Imports boxmaker.core only."""

@@ -1,0 +1,1 @@
+"""boxmaker.sandbox (see design.md section 2)."""

@@ -1,0 +1,1 @@
+"""boxmaker.testing (see design.md section 2)."""
