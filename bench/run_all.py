@@ -1,0 +1,21 @@
+"""Run every benchmark script in bench/ in turn; each prints its own figures and ratio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent
+    scripts = sorted(p for p in here.glob("*.py") if p.name != "run_all.py")
+    failed = 0
+    for script in scripts:
+        print(f"== {script.name}", flush=True)
+        failed += subprocess.run([sys.executable, str(script)], check=False).returncode != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
