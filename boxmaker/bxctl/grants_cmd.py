@@ -48,7 +48,9 @@ def add_parser(commands: Any) -> None:
     explain.add_argument(
         "--untrusted", action="store_true", help="the session has read untrusted content"
     )
-    explain.add_argument("--now", help="decide at this time (default: now), e.g. 2026-11-30T12:00:00.000Z")
+    explain.add_argument(
+        "--now", help="decide at this time (default: now), e.g. 2026-11-30T12:00:00.000Z"
+    )
     explain.add_argument("--json", action="store_true", help="print one JSON object")
     explain.set_defaults(handler=cmd_explain)
 
@@ -81,7 +83,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
             raise CliError(f"--now: {exc}", 2) from exc
         now = args.now
     grants = read_grant_dir(args.dir)
-    request = ToolRequest(session="explain", call="explain", tool=args.tool, arguments=args.arguments)
+    request = ToolRequest(
+        session="explain", call="explain", tool=args.tool, arguments=args.arguments
+    )
     state = SessionState(taint=DataClass(args.taint), untrusted=args.untrusted)
     outcome = decide(request, grants, state, now)
     if args.json:

@@ -54,7 +54,9 @@ class FrameDecoder:
                 if length == 0:
                     self._fail(ErrorCode.MALFORMED, "a frame cannot be empty")
                 if length > MAX_FRAME:
-                    self._fail(ErrorCode.TOO_LARGE, f"a frame of {length} bytes is over {MAX_FRAME}")
+                    self._fail(
+                        ErrorCode.TOO_LARGE, f"a frame of {length} bytes is over {MAX_FRAME}"
+                    )
                 self._length = length
             if len(self._buffer) < self._length:
                 return frames

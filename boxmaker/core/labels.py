@@ -16,7 +16,7 @@ class DataClass(StrEnum):
 
     PUBLIC = "public"
     PRIVATE = "private"
-    SECRET = "secret"
+    SECRET = "secret"  # noqa: S105 (a data class, not a password)
 
     @property
     def rank(self) -> int:

@@ -84,8 +84,15 @@ _TOKEN = object()
 class _Sealed:
     """Read-only after construction, not copyable, not picklable, built only here."""
 
-    __slots__ = ("args", "grant", "matched_host", "matched_path", "request", "result_class",
-                 "untrusted")
+    __slots__ = (
+        "args",
+        "grant",
+        "matched_host",
+        "matched_path",
+        "request",
+        "result_class",
+        "untrusted",
+    )
 
     request: ToolRequest
     args: ToolArgs
@@ -277,5 +284,5 @@ def _longest(grant: Grant, paths: list[str]) -> _Covered | None:
 
 def one_line(text: str) -> str:
     """`text` on one line, control characters removed, at most 300 characters."""
-    kept = "".join(" " if ch in "\n\r\t" else ch for ch in text if ch.isprintable() or ch in "\n\r\t")
-    return kept[:MAX_DETAIL]
+    spaced = "".join(" " if ch in "\n\r\t" else ch for ch in text)
+    return "".join(ch for ch in spaced if ch.isprintable())[:MAX_DETAIL]

@@ -1,0 +1,238 @@
+"""Byte-exact fixtures: one per message kind, status and turn event.
+
+Each fixture file holds one envelope as it goes on the wire (without the length
+prefix). Encoding the value must give exactly those bytes, and decoding the bytes
+must give back the value. The first five are design.md section 3's own examples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
+from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants import GrantProblem
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import (
+    ApprovalList,
+    ApprovalPendingEvent,
+    Approvals,
+    Approve,
+    ApproveResult,
+    CheckGrants,
+    ContentEvent,
+    DeniedResponse,
+    Envelope,
+    Error,
+    FailedResponse,
+    GrantsReport,
+    Ok,
+    PendingApproval,
+    PendingApprovalResponse,
+    ReasoningEvent,
+    Refuse,
+    ResultResponse,
+    ToolCallStartedEvent,
+    ToolDeniedEvent,
+    ToolRequest,
+    ToolResultEvent,
+    Turn,
+    TurnDone,
+    TurnEvent,
+    decode_envelope,
+    encode_envelope,
+    message_kinds,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
+EXPIRES = "2026-11-30T12:15:00.000Z"
+
+CASES: dict[str, Envelope] = {
+    "tool_request": Envelope(
+        id="c7",
+        final=True,
+        message=ToolRequest(
+            session="chat-1",
+            call="c7",
+            tool="read_file",
+            arguments='{"path":"/home/kyle/notes/a.md"}',
+        ),
+    ),
+    "tool_response_pending_approval": Envelope(
+        id="c7", final=False, message=PendingApprovalResponse(approval=41, expires=EXPIRES)
+    ),
+    "tool_response_denied": Envelope(
+        id="c7", final=True, message=DeniedResponse(reason=DenyReason.NO_GRANT)
+    ),
+    "tool_response_denied_detail": Envelope(
+        id="c8",
+        final=True,
+        message=DeniedResponse(
+            reason=DenyReason.INVALID_ARGUMENTS, detail="unknown field `file`, expected `path`"
+        ),
+    ),
+    "error": Envelope(
+        id="a1",
+        final=True,
+        message=Error(code=ErrorCode.FORBIDDEN, message="approvals is not accepted on broker.sock"),
+    ),
+    "tool_response_result": Envelope(
+        id="c9",
+        final=True,
+        message=ResultResponse(
+            content="# notes\n", class_=DataClass.PRIVATE, untrusted=False, truncated=False
+        ),
+    ),
+    "tool_response_failed": Envelope(
+        id="c9", final=True, message=FailedResponse(message="the tool timed out")
+    ),
+    "approvals": Envelope(id="a2", final=True, message=Approvals()),
+    "approval_list": Envelope(
+        id="a2",
+        final=True,
+        message=ApprovalList(
+            items=(
+                PendingApproval(
+                    approval=41,
+                    session="chat-1",
+                    call="c7",
+                    tool="shell",
+                    arguments='{"command":"ls","cwd":"/home/kyle/scratch"}',
+                    grant="scratch-shell",
+                    taint=DataClass.PRIVATE,
+                    created="2026-11-30T12:00:00.000Z",
+                    expires=EXPIRES,
+                ),
+            )
+        ),
+    ),
+    "approve": Envelope(id="a3", final=True, message=Approve(approval=41)),
+    "approve_result_allowed": Envelope(
+        id="a3", final=True, message=ApproveResult(outcome=AllowedRecord())
+    ),
+    "approve_result_ask": Envelope(id="a3", final=True, message=ApproveResult(outcome=AskRecord())),
+    "approve_result_denied": Envelope(
+        id="a3",
+        final=True,
+        message=ApproveResult(outcome=DeniedRecord(reason=DenyReason.TAINT_TOO_HIGH)),
+    ),
+    "refuse": Envelope(id="a4", final=True, message=Refuse(approval=41, reason="not now")),
+    "refuse_no_reason": Envelope(id="a4", final=True, message=Refuse(approval=41)),
+    "ok": Envelope(id="a4", final=True, message=Ok()),
+    "check_grants": Envelope(id="a5", final=True, message=CheckGrants()),
+    "grants_report": Envelope(
+        id="a5",
+        final=True,
+        message=GrantsReport(
+            problems=(
+                GrantProblem(file="keys.toml", line=3, problem="secrets are not supported"),
+                GrantProblem(
+                    file="/etc/boxmaker/grants", problem="the grants directory cannot be read"
+                ),
+            )
+        ),
+    ),
+    "turn": Envelope(id="t1", final=True, message=Turn(session="chat-1", text="hello")),
+    "turn_resume": Envelope(
+        id="t1", final=True, message=Turn(session="chat-1", text="go on", resume=True)
+    ),
+    "turn_event_reasoning": Envelope(
+        id="t1", final=False, message=TurnEvent(event=ReasoningEvent(text="The owner asks"))
+    ),
+    "turn_event_content": Envelope(
+        id="t1", final=False, message=TurnEvent(event=ContentEvent(text="Hello"))
+    ),
+    "turn_event_tool_call_started": Envelope(
+        id="t1",
+        final=False,
+        message=TurnEvent(
+            event=ToolCallStartedEvent(
+                call="t1-c1", name="call_tool", arguments='{"name":"read_file"}'
+            )
+        ),
+    ),
+    "turn_event_tool_result": Envelope(
+        id="t1",
+        final=False,
+        message=TurnEvent(
+            event=ToolResultEvent(
+                call="t1-c1",
+                name="call_tool",
+                content="Denied: no grant allows this call.",
+                class_=DataClass.PUBLIC,
+                untrusted=False,
+                truncated=False,
+            )
+        ),
+    ),
+    "turn_event_tool_denied": Envelope(
+        id="t1",
+        final=False,
+        message=TurnEvent(event=ToolDeniedEvent(name="read_file", reason=DenyReason.NO_GRANT)),
+    ),
+    "turn_event_approval_pending": Envelope(
+        id="t1",
+        final=False,
+        message=TurnEvent(event=ApprovalPendingEvent(approval=41, tool="shell", expires=EXPIRES)),
+    ),
+    "turn_done": Envelope(
+        id="t1", final=True, message=TurnDone(session="chat-1", content="Done.", untrusted=False)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_encode_gives_the_fixture_bytes(name: str) -> None:
+    fixture = (FIXTURES / f"{name}.json").read_bytes().rstrip(b"\n")
+    assert encode_envelope(CASES[name]) == fixture
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_decode_of_the_fixture_gives_the_value(name: str) -> None:
+    fixture = (FIXTURES / f"{name}.json").read_bytes().rstrip(b"\n")
+    assert decode_envelope(fixture) == CASES[name]
+
+
+def test_every_kind_and_status_has_a_fixture() -> None:
+    covered = set()
+    for envelope in CASES.values():
+        message = envelope.message
+        status = getattr(message, "status", None)
+        covered.add(f"{message.kind}:{status}" if status else message.kind)
+    assert covered == set(message_kinds())
+
+
+def test_every_turn_event_type_has_a_fixture() -> None:
+    types = {e.message.event.type for e in CASES.values() if isinstance(e.message, TurnEvent)}
+    assert types == {
+        "reasoning",
+        "content",
+        "tool_call_started",
+        "tool_result",
+        "tool_denied",
+        "approval_pending",
+    }
+
+
+def test_every_deny_reason_round_trips() -> None:
+    assert len(DenyReason) == 10
+    for reason in DenyReason:
+        envelope = Envelope(id="x", final=True, message=DeniedResponse(reason=reason))
+        assert decode_envelope(encode_envelope(envelope)) == envelope
+
+
+# design.md section 3's examples, written out here, not generated
+DESIGN_EXAMPLES = {
+    "tool_request": rb'{"id":"c7","final":true,"message":{"kind":"tool_request","session":"chat-1","call":"c7","tool":"read_file","arguments":"{\"path\":\"/home/kyle/notes/a.md\"}"}}',
+    "tool_response_pending_approval": b'{"id":"c7","final":false,"message":{"kind":"tool_response","status":"pending_approval","approval":41,"expires":"2026-11-30T12:15:00.000Z"}}',
+    "tool_response_denied": b'{"id":"c7","final":true,"message":{"kind":"tool_response","status":"denied","reason":"no_grant"}}',
+    "tool_response_denied_detail": b'{"id":"c8","final":true,"message":{"kind":"tool_response","status":"denied","reason":"invalid_arguments","detail":"unknown field `file`, expected `path`"}}',
+    "error": b'{"id":"a1","final":true,"message":{"kind":"error","code":"forbidden","message":"approvals is not accepted on broker.sock"}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DESIGN_EXAMPLES))
+def test_the_design_examples_are_encoded_exactly(name: str) -> None:
+    assert encode_envelope(CASES[name]) == DESIGN_EXAMPLES[name]
