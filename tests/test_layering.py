@@ -76,9 +76,7 @@ def violations(files: dict[str, str]) -> list[str]:
 
 
 def _tree() -> dict[str, str]:
-    return {
-        _module_name(path): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))
-    }
+    return {_module_name(path): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_the_tree_keeps_the_import_rules() -> None:
