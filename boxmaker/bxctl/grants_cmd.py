@@ -16,10 +16,11 @@ from typing import Any
 import orjson
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
+from boxmaker.bxctl.client import default_admin_socket, request
 from boxmaker.core.grant_loading import load_grant_dir
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ToolRequest
+from boxmaker.core.messages import CheckGrants, GrantsReport, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
 
@@ -32,7 +33,15 @@ def add_parser(commands: Any) -> None:
     sub.required = True
 
     check = sub.add_parser("check", help="load every grant file and report each problem")
-    check.add_argument("--dir", required=True, type=Path, help="the grants directory to check")
+    check.add_argument(
+        "--dir", type=Path, help="check this directory yourself (default: ask the running brokerd)"
+    )
+    check.add_argument(
+        "--admin-socket",
+        type=Path,
+        default=None,
+        help="brokerd's admin socket (default: $BOXMAKER_HOME/run/owner-broker/admin.sock)",
+    )
     check.set_defaults(handler=cmd_check)
 
     explain = sub.add_parser("explain", help="what brokerd would decide for one tool call")
@@ -63,11 +72,18 @@ def read_grant_dir(directory: Path) -> GrantSet:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    grants = read_grant_dir(args.dir)
-    if grants.valid:
+    if args.dir is not None:
+        problems = read_grant_dir(args.dir).problems
+    else:
+        path = args.admin_socket or default_admin_socket()
+        answer = request(path, CheckGrants(), f"bxctl-{os.getpid()}")[-1].message
+        if not isinstance(answer, GrantsReport):
+            raise CliError(f"brokerd answered {answer.kind} to check_grants")
+        problems = answer.problems
+    if not problems:
         out("grants: ok")
         return EXIT_OK
-    for problem in grants.problems:
+    for problem in problems:
         out(problem.render())
     err(GRANTS_POINTER)
     return EXIT_PROBLEM

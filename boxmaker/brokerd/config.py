@@ -1,0 +1,123 @@
+"""brokerd.toml into a typed `BrokerdConfig`. Reads the file and the environment once.
+
+Every key has a default, so a file names only what differs; an unknown key, a
+wrong type or an unknown `BOXMAKER_*` variable is a `ConfigError` with one line
+saying which. `home` defaults to `BOXMAKER_HOME`, then `/var/lib/boxmaker`; a
+socket path that is absent or empty means its default under `home`.
+
+    [paths]      home, grants
+    [sockets]    broker, admin
+    [approvals]  ttl_ms
+    [runner]     backend ("refusing", "bwrap", "podman"), timeout_ms, memory_mb,
+                 pids, output_bytes
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from boxmaker.core.errors import ConfigError
+from boxmaker.core.settings_check import describe_validation_error, unknown_variables
+
+DEFAULT_HOME = Path("/var/lib/boxmaker")
+KNOWN_VARIABLES = ("BOXMAKER_HOME",)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PathsSection(_Section):
+    home: str = ""
+    grants: str = "/etc/boxmaker/grants"
+
+
+class SocketsSection(_Section):
+    broker: str = ""
+    admin: str = ""
+
+
+class ApprovalsSection(_Section):
+    ttl_ms: int = Field(default=900_000, ge=1)
+
+
+class RunnerSection(_Section):
+    backend: Literal["refusing", "bwrap", "podman"] = "refusing"
+    timeout_ms: int = Field(default=60_000, ge=1)
+    memory_mb: int = Field(default=512, ge=16)
+    pids: int = Field(default=64, ge=1)
+    output_bytes: int = Field(default=1_048_576, ge=1)
+
+
+class BrokerdConfig(BaseSettings):
+    """Everything brokerd reads from brokerd.toml, with defaults filled in."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    paths: PathsSection = PathsSection()
+    sockets: SocketsSection = SocketsSection()
+    approvals: ApprovalsSection = ApprovalsSection()
+    runner: RunnerSection = RunnerSection()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # the TOML file is read explicitly in load_config
+
+    @property
+    def home(self) -> Path:
+        return Path(self.paths.home)
+
+    @property
+    def grants_dir(self) -> Path:
+        return Path(self.paths.grants)
+
+    @property
+    def broker_socket(self) -> Path:
+        return Path(self.sockets.broker or self.home / "run" / "loop-broker" / "broker.sock")
+
+    @property
+    def admin_socket(self) -> Path:
+        return Path(self.sockets.admin or self.home / "run" / "owner-broker" / "admin.sock")
+
+
+def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:
+    """brokerd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
+    unknown = unknown_variables(environ, KNOWN_VARIABLES)
+    if unknown:
+        raise ConfigError(
+            f"unknown environment variable {unknown[0]}; brokerd knows {', '.join(KNOWN_VARIABLES)}"
+        )
+    data: dict[str, object] = {}
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
+        try:
+            data = TomlConfigSettingsSource(BrokerdConfig, toml_file=path)()
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        config = BrokerdConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, str(path))) from exc
+    if not config.paths.home:
+        home = environ.get("BOXMAKER_HOME") or str(DEFAULT_HOME)
+        config = config.model_copy(update={"paths": config.paths.model_copy(update={"home": home})})
+    return config

@@ -1,0 +1,147 @@
+"""The runner seam: from a `Decision` to a `RunSpec`, and a `Runtime` that runs it.
+
+No I/O here; runtimes do it. `RunSpec` is built only by `build_spec` in this
+module (its constructor demands a module-private token), from a `Decision`,
+which only policy can build: so a spec in a runtime's hands proves the call was
+allowed or approved. What goes in the spec, by tool:
+
+    tool        mounts                               egress
+    read_file   the matched grant path, read-only    none
+    write_file  the matched grant path, writable     none
+    shell       every path of the grant, writable    none
+    http_fetch  none                                 the grant's host patterns
+
+A runtime's failure is one of the fixed sentences of `RunFailure`, never text a
+tool printed, read or received: loopd logs failures as public and trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NoReturn, Protocol
+
+from boxmaker.core.args import ToolArgs, ToolName
+from boxmaker.core.messages import FailedResponse, ResultResponse
+from boxmaker.core.policy import Decision
+
+
+class RunFailure(StrEnum):
+    """Every sentence a failed run may report. Values are shown to the model and owner."""
+
+    NOT_CONFIGURED = "no sandbox runner is configured for tools"
+    TIMED_OUT = "the tool timed out"
+    SANDBOX_FAILED = "the sandbox could not start"
+    OUT_OF_MEMORY = "the tool ran out of memory"
+    GRANT_PATH_UNSAFE = "the granted path is a symlink or not where the grant says"
+    GRANT_PATH_MISSING = "the granted path does not exist"
+    NOT_FOUND = "the file does not exist"
+    NOT_A_FILE = "the path is not a regular file"
+    NOT_TEXT = "the file is not UTF-8 text"
+    WRITE_FAILED = "the file could not be written"
+    FETCH_REFUSED = "the host is not allowed or could not be reached"
+    FETCH_FAILED = "the fetch failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    path: str
+    writable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutput:
+    content: str
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    failure: RunFailure
+
+
+_TOKEN = object()
+
+
+class RunSpec:
+    """What a runtime may do for one call. Read-only; built only by `build_spec`."""
+
+    __slots__ = ("arguments", "egress", "mounts", "tool")
+
+    tool: ToolName
+    arguments: ToolArgs
+    mounts: tuple[Mount, ...]
+    egress: tuple[str, ...] | None  # host patterns; None means no network at all
+
+    def __init__(
+        self,
+        token: object,
+        tool: ToolName,
+        arguments: ToolArgs,
+        mounts: tuple[Mount, ...],
+        egress: tuple[str, ...] | None,
+    ) -> None:
+        if token is not _TOKEN:
+            raise TypeError("RunSpec is built only by boxmaker.brokerd.runner")
+        object.__setattr__(self, "tool", tool)
+        object.__setattr__(self, "arguments", arguments)
+        object.__setattr__(self, "mounts", mounts)
+        object.__setattr__(self, "egress", egress)
+
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
+        raise AttributeError("RunSpec is read-only")
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError("RunSpec cannot be copied")
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        raise TypeError("RunSpec cannot be copied")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError("RunSpec cannot be pickled")
+
+    def __repr__(self) -> str:
+        return f"RunSpec({self.tool}, mounts={self.mounts}, egress={self.egress})"
+
+
+class Runtime(Protocol):
+    def run(self, spec: RunSpec) -> RunOutput | RunError: ...
+
+
+def build_spec(decision: Decision) -> RunSpec:
+    """The spec for an allowed call: mounts and egress exactly as the table above."""
+    grant = decision.grant
+    mounts: tuple[Mount, ...] = ()
+    egress: tuple[str, ...] | None = None
+    if decision.tool is ToolName.READ_FILE:
+        assert decision.matched_path is not None
+        mounts = (Mount(decision.matched_path, writable=False),)
+    elif decision.tool is ToolName.WRITE_FILE:
+        assert decision.matched_path is not None
+        mounts = (Mount(decision.matched_path, writable=True),)
+    elif decision.tool is ToolName.SHELL:
+        mounts = tuple(Mount(path, writable=True) for path in grant.paths)
+    else:
+        egress = grant.hosts
+    return RunSpec(_TOKEN, decision.tool, decision.args, mounts, egress)
+
+
+def run(decision: Decision, runtime: Runtime) -> ResultResponse | FailedResponse:
+    """Run an allowed call; its result carries the decision's label."""
+    outcome = runtime.run(build_spec(decision))
+    if isinstance(outcome, RunError):
+        return FailedResponse(message=outcome.failure.value)
+    return ResultResponse(
+        content=outcome.content,
+        class_=decision.result_class,
+        untrusted=decision.untrusted,
+        truncated=outcome.truncated,
+    )
+
+
+class RefusingRuntime:
+    """The runtime for `backend = "refusing"`: every call fails, nothing runs."""
+
+    def run(self, spec: RunSpec) -> RunOutput | RunError:
+        return RunError(RunFailure.NOT_CONFIGURED)
+

@@ -1,0 +1,150 @@
+"""`bxctl approvals`, `bxctl approve ID`, `bxctl refuse ID`: the owner answers waiting calls.
+
+Everything shown comes from brokerd over admin.sock, and the arguments are
+printed as data (`boxmaker.core.escape`): nothing the model wrote can move the
+cursor, change colours or reorder what is displayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, out
+from boxmaker.bxctl.client import default_admin_socket, request
+from boxmaker.core.decisions import DeniedRecord
+from boxmaker.core.escape import escape_arguments
+from boxmaker.core.messages import (
+    ApprovalList,
+    Approvals,
+    Approve,
+    ApproveResult,
+    Error,
+    Message,
+    Ok,
+    PendingApproval,
+    Refuse,
+)
+from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+
+SESSION_WIDTH = 16
+
+
+def add_parser(commands: Any) -> None:
+    listing: Parser = commands.add_parser("approvals", help="list the calls waiting for approval")
+    _admin_socket_option(listing)
+    listing.set_defaults(handler=cmd_approvals)
+
+    approve: Parser = commands.add_parser("approve", help="approve a waiting call")
+    approve.add_argument("approval", type=_approval_id, help="the approval id")
+    _admin_socket_option(approve)
+    approve.set_defaults(handler=cmd_approve)
+
+    refuse: Parser = commands.add_parser("refuse", help="refuse a waiting call")
+    refuse.add_argument("approval", type=_approval_id, help="the approval id")
+    refuse.add_argument("--reason", help="why, recorded in the audit log")
+    _admin_socket_option(refuse)
+    refuse.set_defaults(handler=cmd_refuse)
+
+
+def _admin_socket_option(parser: Parser) -> None:
+    parser.add_argument(
+        "--admin-socket",
+        type=Path,
+        default=None,
+        help="brokerd's admin socket (default: $BOXMAKER_HOME/run/owner-broker/admin.sock)",
+    )
+
+
+def _approval_id(text: str) -> int:
+    if not text.isdigit() or not text.isascii() or int(text) >= 2**64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an approval id (a number)")
+    return int(text)
+
+
+def _ask(args: argparse.Namespace, message: Message) -> Message:
+    path: Path = args.admin_socket or default_admin_socket()
+    return request(path, message, f"bxctl-{os.getpid()}")[-1].message
+
+
+def _now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    answer = _ask(args, Approvals())
+    if not isinstance(answer, ApprovalList):
+        raise CliError(f"brokerd answered {answer.kind} to approvals")
+    if not answer.items:
+        out("no approvals pending")
+    now = _now()
+    for item in answer.items:
+        for line in block(item, now):
+            out(line)
+    return EXIT_OK
+
+
+def block(item: PendingApproval, now: str) -> list[str]:
+    """The two lines that show one waiting call, as approvals and chat print them."""
+    session = item.session
+    if len(session) > SESSION_WIDTH:
+        session = session[:SESSION_WIDTH] + "…"
+    head = (
+        f"{item.approval}  {_ago(item.created, now)}  expires {_until(item.expires, now)}"
+        f"  session {session}  grant {item.grant}  taint {item.taint}"
+    )
+    return [head, f"    {escape_arguments(item.tool)} {escape_arguments(item.arguments)}"]
+
+
+def write_block(stream: TextIO, item: PendingApproval, now: str) -> None:
+    for line in block(item, now):
+        stream.write(line + "\n")
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _ago(then: str, now: str) -> str:
+    return _span((parse_timestamp(now) - parse_timestamp(then)).total_seconds()) + " ago"
+
+
+def _until(then: str, now: str) -> str:
+    left = (parse_timestamp(then) - parse_timestamp(now)).total_seconds()
+    return "now" if left <= 0 else f"in {_span(left)}"
+
+
+def _no_such(approval: int) -> int:
+    out(f"{approval}: no such approval (already answered or expired)")
+    return EXIT_PROBLEM
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    answer = _ask(args, Approve(approval=args.approval))
+    if isinstance(answer, Error):
+        return _no_such(args.approval)
+    if not isinstance(answer, ApproveResult):
+        raise CliError(f"brokerd answered {answer.kind} to approve")
+    if isinstance(answer.outcome, DeniedRecord):
+        out(f"approved {args.approval}: denied ({answer.outcome.reason})")
+        return EXIT_PROBLEM
+    out(f"approved {args.approval}: runs")
+    return EXIT_OK
+
+
+def cmd_refuse(args: argparse.Namespace) -> int:
+    answer = _ask(args, Refuse(approval=args.approval, reason=args.reason))
+    if isinstance(answer, Error):
+        return _no_such(args.approval)
+    if not isinstance(answer, Ok):
+        raise CliError(f"brokerd answered {answer.kind} to refuse")
+    out(f"refused {args.approval}")
+    return EXIT_OK
