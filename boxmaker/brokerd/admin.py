@@ -1,0 +1,119 @@
+"""One admin.sock connection: the owner's approvals, approve, refuse and check_grants.
+
+I/O: the connection, the ledger (Approval records), the grants directory. The
+thread that takes an entry out of the pending table answers it: it writes the
+Approval record, hands the verdict to the waiting connection thread, and only
+then answers bxctl. Expiry works the same way from its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from boxmaker.brokerd.approvals import Pending, PendingTable
+from boxmaker.brokerd.grants_dir import GrantsDir
+from boxmaker.brokerd.ledger import Ledger
+from boxmaker.brokerd.listener import Connection
+from boxmaker.core.audit_records import ApprovalAnswer
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.messages import (
+    ApprovalList,
+    Approvals,
+    Approve,
+    ApproveResult,
+    CheckGrants,
+    Error,
+    GrantsReport,
+    Message,
+    Ok,
+    Refuse,
+)
+from boxmaker.core.policy import Denial
+
+log = logging.getLogger(__name__)
+
+FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
+AUDIT_POINTER = "see runbook.md#audit-unavailable"
+BY = "bxctl"
+
+
+@dataclass
+class AdminHandler:
+    ledger: Ledger
+    grants: GrantsDir
+    table: PendingTable
+    clock: Callable[[], str]
+
+    def __call__(self, conn: Connection) -> None:
+        message = conn.read_request().message
+        conn.send(self.answer(message), final=True)
+
+    def answer(self, message: Message) -> Message:
+        if isinstance(message, Approvals):
+            return ApprovalList(items=self.table.items())
+        if isinstance(message, CheckGrants):
+            return GrantsReport(problems=self.grants.load().problems)
+        if isinstance(message, Approve):
+            entry = self.table.take(message.approval)
+            if entry is None:
+                return _no_such(message.approval)
+            verdict = self.ledger.answer(
+                entry.ask,
+                entry.approval,
+                ApprovalAnswer.APPROVED,
+                self.grants.load,
+                self.clock(),
+                by=BY,
+            )
+            entry.send(verdict)
+            return ApproveResult(outcome=verdict.record())
+        if isinstance(message, Refuse):
+            entry = self.table.take(message.approval)
+            if entry is None:
+                return _no_such(message.approval)
+            verdict = self.ledger.answer(
+                entry.ask,
+                entry.approval,
+                ApprovalAnswer.REFUSED,
+                self.grants.load,
+                self.clock(),
+                reason=message.reason,
+                by=BY,
+            )
+            entry.send(verdict)
+            if isinstance(verdict, Denial) and verdict.reason is DenyReason.AUDIT_UNAVAILABLE:
+                return Error(
+                    code=ErrorCode.UNAVAILABLE,
+                    message=f"refused, but the audit log cannot be written; {AUDIT_POINTER}",
+                )
+            return Ok()
+        log.error("event=forbidden kind=%s socket=admin.sock %s", message.kind, FORBIDDEN_POINTER)
+        raise ProtocolError(ErrorCode.FORBIDDEN, f"{message.kind} is not accepted on admin.sock")
+
+
+def _no_such(approval: int) -> Error:
+    return Error(code=ErrorCode.NO_SUCH_APPROVAL, message=f"no pending approval {approval}")
+
+
+def expire_loop(
+    table: PendingTable,
+    ledger: Ledger,
+    grants: GrantsDir,
+    clock: Callable[[], str],
+    stopping: threading.Event,
+    every_s: float = 1.0,
+) -> None:
+    """Deny every approval whose time is up, once a second, until `stopping` is set."""
+    while not stopping.wait(every_s):
+        for entry in table.take_expired(clock()):
+            expire(entry, ledger, grants, clock)
+
+
+def expire(entry: Pending, ledger: Ledger, grants: GrantsDir, clock: Callable[[], str]) -> None:
+    verdict = ledger.answer(entry.ask, entry.approval, ApprovalAnswer.EXPIRED, grants.load, clock())
+    entry.send(verdict)
+    log.info("event=approval_expired approval=%d", entry.approval)

@@ -1,0 +1,136 @@
+"""One broker.sock connection: one tool request, from decision to answer.
+
+I/O: the connection (through `listener.Connection`), the ledger, the runtime.
+The order, for every request:
+
+    1. read the grants afresh, decide, write the Decision record (ledger step one);
+       a denial is answered now and nothing else is written;
+    2. ask: add the call to the pending table, send `pending_approval`, and wait
+       for the verdict, checking every second that the requester is still there;
+       if it has gone and this thread takes its own entry back, nothing is written
+       (verify lists the decision as abandoned);
+    3. allowed or approved: check the requester once more (gone: a failed Result
+       "the requester went away", and nothing runs), run, then raise the taint
+       and write the Result record (ledger step three), and only then answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
+from boxmaker.brokerd.grants_dir import GrantsDir
+from boxmaker.brokerd.ledger import Ledger
+from boxmaker.brokerd.listener import Connection
+from boxmaker.brokerd.runner import Runtime, run
+from boxmaker.core.args import canonical_arguments
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import (
+    DeniedResponse,
+    FailedResponse,
+    PendingApproval,
+    PendingApprovalResponse,
+    ToolRequest,
+)
+from boxmaker.core.policy import Ask, Decision, Denial
+from boxmaker.core.timestamps import add_ms
+
+log = logging.getLogger(__name__)
+
+WENT_AWAY = "the requester went away"
+FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
+CHECK_EVERY_S = 1.0
+
+
+@dataclass
+class BrokerHandler:
+    ledger: Ledger
+    grants: GrantsDir
+    runtime: Runtime
+    table: PendingTable
+    clock: Callable[[], str]
+    ttl_ms: int
+
+    def __call__(self, conn: Connection) -> None:
+        envelope = conn.read_request()
+        request = envelope.message
+        if not isinstance(request, ToolRequest):
+            log.error(
+                "event=forbidden kind=%s socket=broker.sock %s", request.kind, FORBIDDEN_POINTER
+            )
+            raise ProtocolError(
+                ErrorCode.FORBIDDEN, f"{request.kind} is not accepted on broker.sock"
+            )
+        decided = self.ledger.decide(request, self.grants.load(), self.clock())
+        outcome = decided.outcome
+        if isinstance(outcome, Denial) or decided.seq is None:
+            conn.send(_denied(outcome), final=True)
+            return
+        seq = decided.seq
+        if isinstance(outcome, Ask):
+            verdict = self._wait_for_owner(conn, outcome, seq, decided.state.taint)
+            if verdict is None:
+                return  # the requester went away while waiting: abandoned
+            if isinstance(verdict, Denial):
+                conn.send(_denied(verdict), final=True)
+                return
+            if conn.peer_gone():
+                self.ledger.record_result(
+                    verdict, seq, FailedResponse(message=WENT_AWAY), self.clock()
+                )
+                return
+            outcome = verdict
+        response = run(outcome, self.runtime)
+        conn.send(self.ledger.record_result(outcome, seq, response, self.clock()), final=True)
+
+    def _wait_for_owner(
+        self, conn: Connection, ask: Ask, seq: int, taint: DataClass
+    ) -> Verdict | None:
+        now = self.clock()
+        expires = add_ms(now, self.ttl_ms)
+        if ask.grant.expires is not None and ask.grant.expires < expires:
+            expires = ask.grant.expires
+        request = ask.request
+        entry = Pending(
+            approval=seq,
+            ask=ask,
+            item=PendingApproval(
+                approval=seq,
+                session=request.session,
+                call=request.call,
+                tool=request.tool,
+                arguments=canonical_arguments(ask.args),
+                grant=ask.grant.id,
+                taint=taint,
+                created=now,
+                expires=expires,
+            ),
+        )
+        self.table.add(entry)
+        try:
+            conn.send(PendingApprovalResponse(approval=seq, expires=expires), final=False)
+        except OSError:
+            log.info("event=requester_gone approval=%d", seq)
+        while True:
+            verdict = entry.wait(CHECK_EVERY_S)
+            if verdict is not None:
+                return verdict
+            if conn.peer_gone():
+                if self.table.take(seq) is entry:
+                    log.info("event=approval_abandoned approval=%d", seq)
+                    return None
+                # someone took it first and is answering: wait for that answer
+                while (verdict := entry.wait(CHECK_EVERY_S)) is None:
+                    pass
+                return verdict
+
+
+def _denied(outcome: Decision | Ask | Denial) -> DeniedResponse:
+    if not isinstance(outcome, Denial):
+        return DeniedResponse(reason=DenyReason.AUDIT_UNAVAILABLE)
+    detail = outcome.detail if outcome.reason is DenyReason.INVALID_ARGUMENTS else None
+    return DeniedResponse(reason=outcome.reason, detail=detail)

@@ -1,0 +1,238 @@
+"""The ledger: the audit writer and every session's state behind one lock.
+
+I/O: through the writer (the audit log) and the session store (state files). A
+thread holds the lock for exactly one of three steps, each as a whole, and never
+while a tool runs or an approval is awaited:
+
+    decide     read the session's state, decide, write the Decision record
+    approval   read the state, re-decide (or not), write the Approval record
+    result     read the state, raise it, write the state file, write the Result record
+
+Without it, two results for one session could each read private and the second
+write would put the taint back down, and two records could take the same seq.
+
+After any failed audit write, or any exception part-way through a step, the
+ledger is poisoned: the writer's idea of the chain's head may be wrong, so every
+later call is denied with `audit_unavailable` until brokerd restarts (and the
+startup check puts the tail right).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
+from boxmaker.core.audit_records import (
+    ApprovalAnswer,
+    ApprovalEvent,
+    AuditEvent,
+    DecisionEvent,
+    ResultEvent,
+    ResultStatus,
+)
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.grants import GrantSet
+from boxmaker.core.hashes import sha256_hex
+from boxmaker.core.labels import DataClass, highest
+from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide, redecide
+
+log = logging.getLogger(__name__)
+
+AUDIT_POINTER = "see runbook.md#audit-unavailable"
+STATE_POINTER = "see runbook.md#broker-state-damaged"
+NOT_RECORDED = "the result could not be recorded"
+
+# what a Decision record says of a session whose state file cannot be read
+UNKNOWN_STATE = SessionState(taint=DataClass.SECRET, untrusted=True)
+
+
+class AuditAppender(Protocol):
+    def append(self, event: AuditEvent, now: str) -> int:
+        """Write and sync one record; its seq. Raises on any failure."""
+        ...
+
+
+class LedgerPoisonedError(Exception):
+    """An earlier audit write failed; nothing more is written by this process."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    outcome: Outcome
+    seq: int | None  # the Decision record's seq; None when it could not be written
+    state: SessionState
+
+
+class Ledger:
+    def __init__(self, writer: AuditAppender, states: SessionStore) -> None:
+        self._writer = writer
+        self._states = states
+        self._lock = threading.Lock()
+        self._poisoned = False
+
+    @property
+    def poisoned(self) -> bool:
+        return self._poisoned
+
+    @contextmanager
+    def _step(self) -> Iterator[None]:
+        with self._lock:
+            if self._poisoned:
+                raise LedgerPoisonedError
+            try:
+                yield
+            except StateUnreadableError:
+                raise  # nothing was written: the ledger is still sound
+            except BaseException:
+                self._poisoned = True
+                log.exception("event=audit_unavailable %s", AUDIT_POINTER)
+                raise
+
+    def decide(self, request: ToolRequest, grants: GrantSet, now: str) -> Decided:
+        """Step one: the outcome, on disk before anyone acts on it."""
+        try:
+            with self._step():
+                try:
+                    state = self._states.read(request.session)
+                except StateUnreadableError as exc:
+                    log.error("event=state_unreadable %s; %s", exc, STATE_POINTER)
+                    return self._record_decision(
+                        request, Denial(DenyReason.STATE_UNREADABLE), UNKNOWN_STATE, now
+                    )
+                return self._record_decision(
+                    request, decide(request, grants, state, now), state, now
+                )
+        except (LedgerPoisonedError, OSError, ValueError):
+            return Decided(Denial(DenyReason.AUDIT_UNAVAILABLE), None, SessionState())
+
+    def _record_decision(
+        self, request: ToolRequest, outcome: Outcome, state: SessionState, now: str
+    ) -> Decided:
+        grant, digest = _grant_of(outcome)
+        seq = self._writer.append(
+            DecisionEvent(
+                session=request.session,
+                call=request.call,
+                tool=request.tool,
+                arguments=request.arguments,
+                outcome=outcome.record(),
+                grant=grant,
+                grant_sha256=digest,
+                taint=state.taint,
+                untrusted=state.untrusted,
+            ),
+            now,
+        )
+        return Decided(outcome, seq, state)
+
+    def answer(
+        self,
+        ask: Ask,
+        seq: int,
+        answer: ApprovalAnswer,
+        grants: Callable[[], GrantSet],
+        now: str,
+        *,
+        reason: str | None = None,
+        by: str | None = None,
+    ) -> Decision | Denial:
+        """Step two: the verdict on an ask, recorded. Approve re-decides with `grants()`."""
+        request = ask.request
+        verdict: Decision | Denial
+        try:
+            with self._step():
+                try:
+                    state = self._states.read(request.session)
+                except StateUnreadableError as exc:
+                    log.error("event=state_unreadable %s; %s", exc, STATE_POINTER)
+                    state, verdict = UNKNOWN_STATE, Denial(DenyReason.STATE_UNREADABLE)
+                else:
+                    verdict = _verdict(ask, answer, grants, state, now)
+                grant, digest = _grant_of(verdict)
+                self._writer.append(
+                    ApprovalEvent(
+                        session=request.session,
+                        call=request.call,
+                        decision=seq,
+                        answer=answer,
+                        by=by,
+                        reason=reason,
+                        outcome=verdict.record(),
+                        grant=grant,
+                        grant_sha256=digest,
+                        taint=state.taint,
+                        untrusted=state.untrusted,
+                    ),
+                    now,
+                )
+                return verdict
+        except (LedgerPoisonedError, OSError, ValueError):
+            return Denial(DenyReason.AUDIT_UNAVAILABLE)
+
+    def record_result(
+        self, decision: Decision, seq: int, response: ResultResponse | FailedResponse, now: str
+    ) -> ResultResponse | FailedResponse:
+        """Step three: raise the taint on disk, record the result; only then may it be sent."""
+        request = decision.request
+        content = response.content if isinstance(response, ResultResponse) else response.message
+        body = content.encode()
+        try:
+            with self._step():
+                state = self._states.read(request.session)
+                after = state
+                if isinstance(response, ResultResponse):
+                    after = SessionState(
+                        taint=highest(state.taint, decision.result_class),
+                        untrusted=state.untrusted or decision.untrusted,
+                    )
+                    self._states.write(request.session, after)
+                self._writer.append(
+                    ResultEvent(
+                        session=request.session,
+                        call=request.call,
+                        decision=seq,
+                        status=ResultStatus.RESULT
+                        if isinstance(response, ResultResponse)
+                        else ResultStatus.FAILED,
+                        class_=decision.result_class,
+                        untrusted=decision.untrusted,
+                        truncated=isinstance(response, ResultResponse) and response.truncated,
+                        bytes=len(body),
+                        sha256=sha256_hex(body),
+                        taint_after=after.taint,
+                    ),
+                    now,
+                )
+                return response
+        except (LedgerPoisonedError, StateUnreadableError, OSError, ValueError):
+            return FailedResponse(message=NOT_RECORDED)
+
+
+def _verdict(
+    ask: Ask,
+    answer: ApprovalAnswer,
+    grants: Callable[[], GrantSet],
+    state: SessionState,
+    now: str,
+) -> Decision | Denial:
+    if answer is ApprovalAnswer.REFUSED:
+        return Denial(DenyReason.APPROVAL_REFUSED)
+    if answer is ApprovalAnswer.EXPIRED:
+        return Denial(DenyReason.APPROVAL_EXPIRED)
+    current = grants()
+    if not current.valid:
+        return Denial(DenyReason.GRANTS_INVALID)
+    return redecide(ask, current, state, now)
+
+
+def _grant_of(outcome: Outcome) -> tuple[str | None, str | None]:
+    if isinstance(outcome, Denial):
+        return outcome.grant, outcome.grant_sha256
+    return outcome.grant.id, outcome.grant.sha256
+
