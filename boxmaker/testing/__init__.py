@@ -1,1 +1,1 @@
-"""boxmaker.testing (see design.md section 2)."""
+"""Fakes shared by tests: small honest implementations, never imported by a role."""

@@ -1,0 +1,135 @@
+"""The runner seam: what each tool's spec mounts and reaches, and who may build a spec."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+from boxmaker.brokerd.runner import (
+    Mount,
+    RefusingRuntime,
+    RunError,
+    RunFailure,
+    RunOutput,
+    RunSpec,
+    build_spec,
+    run,
+)
+from boxmaker.core.args import ToolName
+from boxmaker.core.grant_loading import parse_grant_file
+from boxmaker.core.grants import GrantSet
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.policy import Decision, SessionState, decide
+from boxmaker.testing.runtime import RecordingRuntime
+
+NOW = "2026-11-30T12:00:00.000Z"
+
+
+def _grant(name: str, text: str) -> GrantSet:
+    grant, problems = parse_grant_file(name, text.encode())
+    assert grant is not None, problems
+    return GrantSet(grants=(grant,))
+
+
+def _decision(tool: str, arguments: str, grants: GrantSet) -> Decision:
+    request = ToolRequest(session="s1", call="c1", tool=tool, arguments=arguments)
+    outcome = decide(request, grants, SessionState(), NOW)
+    assert isinstance(outcome, Decision), outcome
+    return outcome
+
+
+def _files(tool: str, paths: str) -> GrantSet:
+    return _grant(
+        "g.toml",
+        f'tool = "{tool}"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "secret"\n'
+        f"untrusted = true\n[constraints]\npaths = {paths}\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "paths", "arguments", "mounts"),
+    [
+        (
+            "read_file",
+            '["/n", "/n/deep"]',
+            '{"path":"/n/deep/a"}',
+            (Mount("/n/deep", writable=False),),
+        ),
+        (
+            "write_file",
+            '["/s", "/s/out"]',
+            '{"path":"/s/out","content":"x"}',
+            (Mount("/s", writable=True),),
+        ),
+        (
+            "shell",
+            '["/a", "/b"]',
+            '{"command":"ls","cwd":"/b"}',
+            (Mount("/a", writable=True), Mount("/b", writable=True)),
+        ),
+    ],
+    ids=["read-file-matched-path-read-only", "write-file-matched-path", "shell-every-path"],
+)
+def test_file_tools_mount_and_have_no_egress(
+    tool: str, paths: str, arguments: str, mounts: tuple[Mount, ...]
+) -> None:
+    spec = build_spec(_decision(tool, arguments, _files(tool, paths)))
+    assert spec.tool is ToolName(tool)
+    assert spec.mounts == mounts
+    assert spec.egress is None
+
+
+def test_http_fetch_reaches_the_grant_hosts_and_mounts_nothing() -> None:
+    grants = _grant(
+        "web.toml",
+        'tool = "http_fetch"\nmode = "auto"\nmax_taint = "private"\nresult_class = "public"\n'
+        '[constraints]\nhosts = ["docs.python.org", "*.example.com"]\n',
+    )
+    spec = build_spec(_decision("http_fetch", '{"url":"https://a.example.com/x"}', grants))
+    assert spec.mounts == ()
+    assert spec.egress == ("docs.python.org", "*.example.com")
+
+
+def test_run_labels_the_result_with_the_decision() -> None:
+    runtime = RecordingRuntime(RunOutput(content="hello", truncated=True))
+    response = run(
+        _decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]')), runtime
+    )
+    assert response == ResultResponse(
+        content="hello", class_=DataClass.SECRET, untrusted=True, truncated=True
+    )
+    assert runtime.count == 1
+
+
+def test_a_run_error_is_a_fixed_sentence() -> None:
+    runtime = RecordingRuntime(RunError(RunFailure.TIMED_OUT))
+    response = run(
+        _decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]')), runtime
+    )
+    assert response == FailedResponse(message="the tool timed out")
+
+
+def test_the_refusing_runtime_runs_nothing() -> None:
+    response = run(
+        _decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]')), RefusingRuntime()
+    )
+    assert isinstance(response, FailedResponse)
+    assert response.message == RunFailure.NOT_CONFIGURED.value
+
+
+def test_a_spec_cannot_be_built_outside_the_runner() -> None:
+    with pytest.raises(TypeError, match="built only"):
+        RunSpec(object(), ToolName.READ_FILE, None, (), None)  # type: ignore[arg-type]
+
+
+def test_a_spec_cannot_be_changed_copied_or_pickled() -> None:
+    spec = build_spec(_decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]')))
+    with pytest.raises(AttributeError):
+        spec.mounts = ()  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        copy.copy(spec)
+    with pytest.raises(TypeError):
+        pickle.dumps(spec)
