@@ -31,6 +31,7 @@ from boxmaker.core.audit_records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditEvent,
+    AuditRecord,
     DecisionEvent,
     ResultEvent,
     ResultStatus,
@@ -53,8 +54,8 @@ UNKNOWN_STATE = SessionState(taint=DataClass.SECRET, untrusted=True)
 
 
 class AuditAppender(Protocol):
-    def append(self, event: AuditEvent, now: str) -> int:
-        """Write and sync one record; its seq. Raises on any failure."""
+    def append(self, event: AuditEvent, now: str) -> AuditRecord:
+        """Write and sync one record. Raises on any failure, and for ever after."""
         ...
 
 
@@ -80,6 +81,11 @@ class Ledger:
     def poisoned(self) -> bool:
         return self._poisoned
 
+    def close(self) -> None:
+        """Wait for the step in progress, then refuse every later one (clean stop)."""
+        with self._lock:
+            self._poisoned = True
+
     @contextmanager
     def _step(self) -> Iterator[None]:
         with self._lock:
@@ -89,6 +95,8 @@ class Ledger:
                 yield
             except StateUnreadableError:
                 raise  # nothing was written: the ledger is still sound
+            except LedgerPoisonedError:
+                raise
             except BaseException:
                 self._poisoned = True
                 log.exception("event=audit_unavailable %s", AUDIT_POINTER)
@@ -108,14 +116,15 @@ class Ledger:
                 return self._record_decision(
                     request, decide(request, grants, state, now), state, now
                 )
-        except (LedgerPoisonedError, OSError, ValueError):
+        except Exception:  # poisoned by _step, which logged it
+            log.error("event=denied reason=audit_unavailable %s", AUDIT_POINTER)
             return Decided(Denial(DenyReason.AUDIT_UNAVAILABLE), None, SessionState())
 
     def _record_decision(
         self, request: ToolRequest, outcome: Outcome, state: SessionState, now: str
     ) -> Decided:
         grant, digest = _grant_of(outcome)
-        seq = self._writer.append(
+        record = self._writer.append(
             DecisionEvent(
                 session=request.session,
                 call=request.call,
@@ -129,7 +138,7 @@ class Ledger:
             ),
             now,
         )
-        return Decided(outcome, seq, state)
+        return Decided(outcome, record.seq, state)
 
     def answer(
         self,
@@ -172,7 +181,8 @@ class Ledger:
                     now,
                 )
                 return verdict
-        except (LedgerPoisonedError, OSError, ValueError):
+        except Exception:  # poisoned by _step, which logged it
+            log.error("event=approval_unrecorded %s", AUDIT_POINTER)
             return Denial(DenyReason.AUDIT_UNAVAILABLE)
 
     def record_result(
@@ -210,7 +220,8 @@ class Ledger:
                     now,
                 )
                 return response
-        except (LedgerPoisonedError, StateUnreadableError, OSError, ValueError):
+        except Exception:  # poisoned by _step (which logged it), or an unreadable state
+            log.error("event=result_unrecorded session=%s %s", request.session, AUDIT_POINTER)
             return FailedResponse(message=NOT_RECORDED)
 
 
@@ -235,4 +246,3 @@ def _grant_of(outcome: Outcome) -> tuple[str | None, str | None]:
     if isinstance(outcome, Denial):
         return outcome.grant, outcome.grant_sha256
     return outcome.grant.id, outcome.grant.sha256
-
