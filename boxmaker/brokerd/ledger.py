@@ -53,10 +53,14 @@ NOT_RECORDED = "the result could not be recorded"
 UNKNOWN_STATE = SessionState(taint=DataClass.SECRET, untrusted=True)
 
 
-class AuditAppender(Protocol):
+class AuditSink(Protocol):
+    """What the ledger needs of the audit writer (`audit_writer.AuditWriter`)."""
+
     def append(self, event: AuditEvent, now: str) -> AuditRecord:
         """Write and sync one record. Raises on any failure, and for ever after."""
         ...
+
+    def close(self) -> None: ...
 
 
 class LedgerPoisonedError(Exception):
@@ -71,7 +75,7 @@ class Decided:
 
 
 class Ledger:
-    def __init__(self, writer: AuditAppender, states: SessionStore) -> None:
+    def __init__(self, writer: AuditSink, states: SessionStore) -> None:
         self._writer = writer
         self._states = states
         self._lock = threading.Lock()

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -27,7 +29,7 @@ from boxmaker.brokerd.audit_startup import Refused, start_audit
 from boxmaker.brokerd.broker import BrokerHandler
 from boxmaker.brokerd.config import BrokerdConfig
 from boxmaker.brokerd.grants_dir import GrantsDir
-from boxmaker.brokerd.ledger import Ledger
+from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.listener import StartupError, bind_socket, serve_forever
 from boxmaker.brokerd.runner import RefusingRuntime, Runtime
 from boxmaker.brokerd.session_state import SessionStore
@@ -49,6 +51,65 @@ def make_runtime(config: BrokerdConfig) -> Runtime:
     )
 
 
+class Brokerd:
+    """brokerd's sockets and threads around a started audit writer; `serve` drives it.
+
+    Tests build one directly with their own writer, runtime and clock: the same
+    handlers and sockets as the daemon, in one process.
+    """
+
+    def __init__(
+        self,
+        config: BrokerdConfig,
+        writer: AuditSink,
+        runtime: Runtime,
+        clock: Callable[[], str] = now,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.ledger = Ledger(writer, SessionStore(config.home))
+        self.grants = GrantsDir(config.grants_dir)
+        self.table = PendingTable()
+        self.stopping = threading.Event()
+        self._clock = clock
+        self._runtime = runtime
+        self._sockets: list[socket.socket] = []
+
+    def start(self) -> None:
+        broker_sock = bind_socket(self.config.broker_socket)
+        self._sockets.append(broker_sock)
+        admin_sock = bind_socket(self.config.admin_socket)
+        self._sockets.append(admin_sock)
+        broker = BrokerHandler(
+            self.ledger,
+            self.grants,
+            self._runtime,
+            self.table,
+            self._clock,
+            self.config.approvals.ttl_ms,
+        )
+        admin = AdminHandler(self.ledger, self.grants, self.table, self._clock)
+        serve_forever(broker_sock, "broker.sock", broker, self.stopping)
+        serve_forever(admin_sock, "admin.sock", admin, self.stopping)
+        threading.Thread(
+            target=expire_loop,
+            args=(self.table, self.ledger, self.grants, self._clock, self.stopping),
+            name="expiry",
+            daemon=True,
+        ).start()
+        self.grants.load()  # report an invalid grant set now, not only at the first call
+
+    def stop(self) -> None:
+        """Stop accepting, let the ledger step in progress finish, remove the sockets."""
+        self.stopping.set()
+        for sock in self._sockets:
+            sock.close()
+        self.ledger.close()
+        for path in (self.config.broker_socket, self.config.admin_socket):
+            path.unlink(missing_ok=True)
+        self.writer.close()
+
+
 def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     """Run brokerd until SIGTERM; the exit status."""
     runtime = make_runtime(config)
@@ -65,28 +126,14 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     for line in started.lines:
         log.warning("%s", line)
 
-    ledger = Ledger(started.writer, SessionStore(config.home))
-    grants = GrantsDir(config.grants_dir)
-    table = PendingTable()
-    stopping = threading.Event()
-    sockets = [
-        (bind_socket(config.broker_socket), "broker.sock"),
-        (bind_socket(config.admin_socket), "admin.sock"),
-    ]
-    broker = BrokerHandler(ledger, grants, runtime, table, now, config.approvals.ttl_ms)
-    admin = AdminHandler(ledger, grants, table, now)
-    serve_forever(sockets[0][0], sockets[0][1], broker, stopping)
-    serve_forever(sockets[1][0], sockets[1][1], admin, stopping)
-    threading.Thread(
-        target=expire_loop, args=(table, ledger, grants, now, stopping), daemon=True
-    ).start()
+    daemon = Brokerd(config, started.writer, runtime)
+    daemon.start()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
+        daemon.stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    grants.load()  # report an invalid grant set at startup, not only at the first call
     log.info(
         "event=serving broker=%s admin=%s grants=%s runner=%s",
         config.broker_socket,
@@ -94,13 +141,8 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
         config.grants_dir,
         config.runner.backend,
     )
-    stopping.wait()
+    daemon.stopping.wait()
     log.info("event=stopping")
-    for sock, _ in sockets:
-        sock.close()
-    ledger.close()
-    for path in (config.broker_socket, config.admin_socket):
-        path.unlink(missing_ok=True)
-    started.writer.close()
+    daemon.stop()
     log.info("event=stopped")
     return 0
