@@ -23,7 +23,7 @@ from typing import Any, NoReturn, Protocol
 
 from boxmaker.core.args import ToolArgs, ToolName
 from boxmaker.core.messages import FailedResponse, ResultResponse
-from boxmaker.core.policy import Decision
+from boxmaker.core.policy import Decision, is_genuine
 
 
 class RunFailure(StrEnum):
@@ -91,6 +91,12 @@ class RunSpec:
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise AttributeError("RunSpec is read-only")
 
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("RunSpec is read-only")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError("RunSpec cannot be subclassed")
+
     def __copy__(self) -> NoReturn:
         raise TypeError("RunSpec cannot be copied")
 
@@ -110,6 +116,8 @@ class Runtime(Protocol):
 
 def build_spec(decision: Decision) -> RunSpec:
     """The spec for an allowed call: mounts and egress exactly as the table above."""
+    if not is_genuine(decision):
+        raise TypeError("a RunSpec needs a Decision built by boxmaker.core.policy")
     grant = decision.grant
     mounts: tuple[Mount, ...] = ()
     egress: tuple[str, ...] | None = None
@@ -144,4 +152,3 @@ class RefusingRuntime:
 
     def run(self, spec: RunSpec) -> RunOutput | RunError:
         return RunError(RunFailure.NOT_CONFIGURED)
-

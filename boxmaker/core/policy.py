@@ -27,6 +27,7 @@ is not one of the four denies (no_grant), and arguments that do not parse deny
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -79,12 +80,20 @@ class Denial:
 
 
 _TOKEN = object()
+_GENUINE: weakref.WeakSet[_Sealed] = weakref.WeakSet()
 
 
 class _Sealed:
-    """Read-only after construction, not copyable, not picklable, built only here."""
+    """Read-only after construction, not copyable, not picklable, built only here.
+
+    Three walls: the constructor demands a token no other module holds; no class
+    outside this module may subclass it; and every instance built here is
+    registered, so `is_genuine` tells a real one from one assembled with
+    `object.__new__` (which Python cannot forbid).
+    """
 
     __slots__ = (
+        "__weakref__",
         "args",
         "grant",
         "matched_host",
@@ -113,6 +122,12 @@ class _Sealed:
         set_(self, "matched_host", match.winner.host)
         set_(self, "result_class", match.result_class)
         set_(self, "untrusted", match.untrusted)
+        _GENUINE.add(self)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        if cls.__module__ != __name__:
+            raise TypeError(f"{cls.__name__} cannot subclass a policy outcome outside policy")
+        super().__init_subclass__(**kwargs)
 
     @property
     def tool(self) -> ToolName:
@@ -124,6 +139,9 @@ class _Sealed:
         return self.matched_path if self.matched_path is not None else self.matched_host
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError(f"{type(self).__name__} is read-only")
 
     def __copy__(self) -> NoReturn:
@@ -155,6 +173,11 @@ class Ask(_Sealed):
 
 
 Outcome = Decision | Ask | Denial
+
+
+def is_genuine(outcome: Decision | Ask) -> bool:
+    """True only for a Decision or Ask that this module built."""
+    return outcome in _GENUINE
 
 
 @dataclass(frozen=True, slots=True)

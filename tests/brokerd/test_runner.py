@@ -133,3 +133,20 @@ def test_a_spec_cannot_be_changed_copied_or_pickled() -> None:
         copy.copy(spec)
     with pytest.raises(TypeError):
         pickle.dumps(spec)
+
+
+def test_a_decision_assembled_without_policy_builds_no_spec() -> None:
+    real = _decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]'))
+    forged = object.__new__(Decision)
+    for name in ("request", "args", "grant", "matched_path", "matched_host", "result_class"):
+        object.__setattr__(forged, name, getattr(real, name))
+    object.__setattr__(forged, "untrusted", False)
+    with pytest.raises(TypeError, match="built by boxmaker.core.policy"):
+        build_spec(forged)
+
+
+def test_a_spec_type_cannot_be_subclassed() -> None:
+    with pytest.raises(TypeError):
+
+        class Forged(RunSpec):  # type: ignore[misc]
+            pass
