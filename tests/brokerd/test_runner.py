@@ -141,7 +141,7 @@ def test_a_decision_assembled_without_policy_builds_no_spec() -> None:
     for name in ("request", "args", "grant", "matched_path", "matched_host", "result_class"):
         object.__setattr__(forged, name, getattr(real, name))
     object.__setattr__(forged, "untrusted", False)
-    with pytest.raises(TypeError, match="built by boxmaker.core.policy"):
+    with pytest.raises(TypeError, match=r"built by boxmaker\.core\.policy"):
         build_spec(forged)
 
 
