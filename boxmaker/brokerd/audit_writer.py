@@ -33,10 +33,9 @@ from pathlib import Path
 from boxmaker.core.audit_records import (
     AcceptedBreakEvent,
     AuditEvent,
-    AuditRecord,
     RecoveryEvent,
     audit_file_name,
-    encode_record,
+    encode_line,
 )
 from boxmaker.core.timestamps import check_timestamp
 
@@ -129,6 +128,14 @@ class Position:
     prev: str
 
 
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What `append` wrote: the record's seq, and the hash it chains from."""
+
+    seq: int
+    prev: str
+
+
 class AuditWriter:
     """Appends records; thread-safe; broken for good after the first failure."""
 
@@ -154,7 +161,7 @@ class AuditWriter:
     def broken(self) -> AuditUnavailableError | None:
         return self._broken
 
-    def append(self, event: AuditEvent, now: str) -> AuditRecord:
+    def append(self, event: AuditEvent, now: str) -> Appended:
         """Write `event` as the next record at time `now`, synced; AuditUnavailableError if not."""
         if isinstance(event, RecoveryEvent | AcceptedBreakEvent):
             return self.append_in_latest(event, now)
@@ -165,7 +172,7 @@ class AuditWriter:
                 self._start_file(name)
             return self._write_record(event, now)
 
-    def append_in_latest(self, event: AuditEvent, now: str) -> AuditRecord:
+    def append_in_latest(self, event: AuditEvent, now: str) -> Appended:
         """Write `event` in the latest file whatever `now`'s date (Recovery, AcceptedBreak)."""
         with self._mutex:
             self._check()
@@ -217,17 +224,15 @@ class AuditWriter:
         except OSError as exc:
             raise self._fail(f"cannot sync {self._dir} after creating {name}", exc) from exc
 
-    def _write_record(self, event: AuditEvent, now: str) -> AuditRecord:
+    def _write_record(self, event: AuditEvent, now: str) -> Appended:
         # the event is a validated model and seq and prev are the writer's own:
         # only `now` comes from outside, so only it is checked again
-        record = AuditRecord.model_construct(
-            seq=self._next_seq, time=check_timestamp(now), prev=self._prev, event=event
-        )
-        line = encode_record(record)
+        line = encode_line(self._next_seq, check_timestamp(now), self._prev, event)
         self._write_synced(line + b"\n")
+        appended = Appended(seq=self._next_seq, prev=self._prev)
         self._prev = hashlib.sha256(line).hexdigest()
         self._next_seq += 1
-        return record
+        return appended
 
     def _write_synced(self, data: bytes) -> None:
         if self._fd is None:
@@ -237,14 +242,18 @@ class AuditWriter:
                 self._fd = self._files.open_append(path)
             except OSError as exc:
                 raise self._fail(f"cannot open {path}", exc) from exc
-        where = self._dir / str(self._latest)
         try:
             written = self._files.write(self._fd, data)
         except OSError as exc:
-            raise self._fail(f"cannot write {where}", exc) from exc
+            raise self._fail(f"cannot write {self._where()}", exc) from exc
         if written != len(data):
-            raise self._fail(f"short write to {where} ({written} of {len(data)} bytes)", None)
+            raise self._fail(
+                f"short write to {self._where()} ({written} of {len(data)} bytes)", None
+            )
         try:
             self._files.fsync(self._fd)
         except OSError as exc:
-            raise self._fail(f"cannot sync {where}", exc) from exc
+            raise self._fail(f"cannot sync {self._where()}", exc) from exc
+
+    def _where(self) -> Path:
+        return self._dir / str(self._latest)

@@ -26,12 +26,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from boxmaker.brokerd.audit_writer import Appended
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.audit_records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditEvent,
-    AuditRecord,
     DecisionEvent,
     ResultEvent,
     ResultStatus,
@@ -56,7 +56,7 @@ UNKNOWN_STATE = SessionState(taint=DataClass.SECRET, untrusted=True)
 class AuditSink(Protocol):
     """What the ledger needs of the audit writer (`audit_writer.AuditWriter`)."""
 
-    def append(self, event: AuditEvent, now: str) -> AuditRecord:
+    def append(self, event: AuditEvent, now: str) -> Appended:
         """Write and sync one record. Raises on any failure, and for ever after."""
         ...
 

@@ -21,8 +21,17 @@ def parse_timestamp(text: str) -> datetime:
     """The aware UTC datetime of `text`; ValueError if it is not exactly the format."""
     if _FORMAT.fullmatch(text) is None:
         raise ValueError(f"not a timestamp like 2026-11-30T12:00:00.000Z: {text!r}")
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    try:  # fixed positions: much faster than strptime, and this is on every audit write
+        return datetime(
+            int(text[0:4]),
+            int(text[5:7]),
+            int(text[8:10]),
+            int(text[11:13]),
+            int(text[14:16]),
+            int(text[17:19]),
+            int(text[20:23]) * 1000,
+            tzinfo=UTC,
+        )
     except ValueError as exc:
         raise ValueError(f"not a real date and time: {text!r}") from exc
 
