@@ -21,7 +21,6 @@ import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import FrameType
 
 from boxmaker.brokerd.admin import AdminHandler, expire_loop
 from boxmaker.brokerd.approvals import PendingTable
@@ -126,14 +125,13 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     for line in started.lines:
         log.warning("%s", line)
 
+    # Block the stop signals before any thread starts (threads inherit the mask),
+    # then take them synchronously here: a Python-level handler waiting on an
+    # Event is not reliably woken, and brokerd must always stop on SIGTERM.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     daemon = Brokerd(config, started.writer, runtime)
     daemon.start()
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        daemon.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log.info(
         "event=serving broker=%s admin=%s grants=%s runner=%s",
         config.broker_socket,
@@ -141,7 +139,8 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
         config.grants_dir,
         config.runner.backend,
     )
-    daemon.stopping.wait()
+    received = signal.sigwait(stop_signals)
+    log.info("event=signal %s", signal.Signals(received).name)
     log.info("event=stopping")
     daemon.stop()
     log.info("event=stopped")

@@ -1,0 +1,247 @@
+"""`bxctl approvals`, `approve`, `refuse` and `grants check` against a real brokerd.
+
+brokerd runs in this process on real Unix sockets (with a real audit writer and
+the recording runtime); bxctl's `main` runs here too, so its output and exit
+status are read directly. What is printed comes from brokerd, and arguments are
+printed as data: no control, invisible or direction character reaches the
+terminal, and the printed text is still exactly the arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from boxmaker.bxctl.main import main as bxctl
+from boxmaker.core.audit_records import ApprovalEvent, DecisionEvent
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.messages import (
+    DeniedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolRequest,
+)
+from boxmaker.testing.brokerd_harness import (
+    InProcessBrokerd,
+    OpenCall,
+    running_brokerd,
+    write_grant,
+)
+
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+NO_SUCH = "{}: no such approval (already answered or expired)\n"
+
+
+@pytest.fixture(autouse=True)
+def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BOXMAKER_HOME", raising=False)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    return tmp_path / "scratch"
+
+
+@pytest.fixture
+def brokerd(tmp_path: Path, scratch: Path) -> Iterator[InProcessBrokerd]:
+    write_grant(
+        tmp_path / "grants", "scratch-shell", tool="shell", mode="ask", paths=[str(scratch)]
+    )
+    with running_brokerd(tmp_path) as b:
+        yield b
+
+
+def run(
+    b: InProcessBrokerd, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    status = bxctl([*args, "--admin-socket", str(b.admin_socket)])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def ask(b: InProcessBrokerd, arguments: str, call: str = "c1") -> tuple[OpenCall, int]:
+    request = ToolRequest(session="chat-1", call=call, tool="shell", arguments=arguments)
+    open_call = b.open_call(request)
+    first = open_call.first().message
+    assert isinstance(first, PendingApprovalResponse)
+    return open_call, first.approval
+
+
+# --- approvals ------------------------------------------------------------------------
+
+
+def test_no_approvals(brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(brokerd, capsys, "approvals") == (0, "no approvals pending\n", "")
+
+
+def test_arguments_full_of_escape_sequences_are_printed_as_data(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = (
+        "echo \x1b[31mred\x1b[0m \x1b]0;title\x07 \x1b[2J\x1b[H \x1b[8mhidden\x1b[28m"
+        " back\x08\x08\r over \x9b31m c1 \x7f del\ttab\nnewline"
+        " \u202eevil.sh\u202c zero\u200bwidth \u2066isolate\u2069 bom\ufeff"
+    )
+    arguments = orjson.dumps({"command": command, "cwd": str(scratch)}).decode()
+    call, approval = ask(brokerd, arguments)
+    with call:
+        status, out, err = run(brokerd, capsys, "approvals")
+    assert (status, err) == (0, "")
+    head, body = out.splitlines()
+    assert re.fullmatch(
+        rf"{approval}  \d+ s ago  expires in (15|14) min  session chat-1"
+        r"  grant scratch-shell  taint private",
+        head,
+    ), head
+    assert UNSAFE.search(out.replace("\n", "")) is None
+    assert body.startswith("    shell {")
+    shown = body.removeprefix("    shell ")
+    for code in ("\\u202e", "\\u200b", "\\u2066", "\\u2069", "\\ufeff", "\\u001b", "\\u009b"):
+        assert code in shown, code
+    assert json.loads(shown) == {"command": command, "cwd": str(scratch)}
+
+
+def test_an_escaped_slash_in_the_request_is_shown_as_a_slash(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cwd = "\\u002f" + str(scratch)[1:]
+    arguments = '{"command":"cat \\u002fetc/passwd","cwd":"' + cwd + '"}'
+    call, _ = ask(brokerd, arguments)
+    with call:
+        status, out, _ = run(brokerd, capsys, "approvals")
+    assert status == 0
+    body = out.splitlines()[1]
+    assert (
+        body
+        == "    shell " + orjson.dumps({"command": "cat /etc/passwd", "cwd": str(scratch)}).decode()
+    )
+    assert "\\u002f" not in out
+    decision = brokerd.records()[-1].event
+    assert isinstance(decision, DecisionEvent)
+    assert decision.arguments == arguments  # the log keeps the raw text
+
+
+# --- approve and refuse -------------------------------------------------------------------
+
+
+def test_approve_prints_runs(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        assert run(brokerd, capsys, "approve", str(approval)) == (
+            0,
+            f"approved {approval}: runs\n",
+            "",
+        )
+        assert isinstance(call.final().message, ResultResponse)
+    assert brokerd.runtime.count == 1
+
+
+def test_approve_that_is_denied_prints_the_reason(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        (brokerd.grants_dir / "scratch-shell.toml").unlink()
+        assert run(brokerd, capsys, "approve", str(approval)) == (
+            1,
+            f"approved {approval}: denied (no_grant)\n",
+            "",
+        )
+        assert call.final().message == DeniedResponse(reason=DenyReason.NO_GRANT)
+    assert brokerd.runtime.count == 0
+
+
+def test_approve_when_the_audit_log_cannot_be_written(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        brokerd.files.fail_now()
+        assert run(brokerd, capsys, "approve", str(approval)) == (
+            1,
+            f"approved {approval}: denied (audit_unavailable)\n",
+            "",
+        )
+        assert call.final().message == DeniedResponse(reason=DenyReason.AUDIT_UNAVAILABLE)
+    assert brokerd.runtime.count == 0
+
+
+def test_refuse_prints_refused_and_records_the_reason(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    reason = "not while I am away"
+    with call:
+        assert run(brokerd, capsys, "refuse", str(approval), "--reason", reason) == (
+            0,
+            f"refused {approval}\n",
+            "",
+        )
+        assert call.final().message == DeniedResponse(reason=DenyReason.APPROVAL_REFUSED)
+    event = brokerd.records()[-1].event
+    assert isinstance(event, ApprovalEvent)
+    assert event.reason == reason
+
+
+@pytest.mark.parametrize("command", ["approve", "refuse"])
+def test_an_id_not_pending(
+    brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert run(brokerd, capsys, command, "41") == (1, NO_SUCH.format(41), "")
+
+
+@pytest.mark.parametrize("first", ["approve", "refuse"])
+def test_an_id_already_answered(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str], first: str
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        assert run(brokerd, capsys, first, str(approval))[0] == 0
+        for again in ("approve", "refuse"):
+            assert run(brokerd, capsys, again, str(approval)) == (1, NO_SUCH.format(approval), "")
+
+
+def test_the_admin_socket_defaults_to_the_one_under_boxmaker_home(
+    brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOXMAKER_HOME", str(brokerd.home))
+    assert bxctl(["approvals"]) == 0
+    assert capsys.readouterr().out == "no approvals pending\n"
+
+
+# --- grants check, asking brokerd ------------------------------------------------------------
+
+
+def test_grants_check_without_dir_asks_brokerd(
+    brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(brokerd, capsys, "grants", "check") == (0, "grants: ok\n", "")
+    (brokerd.grants_dir / "bad-deny.toml").write_text(
+        'tool = "read_file"\nmode = "deny"\nmax_taint = "private"\nresult_class = "private"\n'
+        '[constraints]\npaths = ["/home/owner/keys"]\n'
+    )
+    (brokerd.grants_dir / "Bad_Name.toml").write_text("")
+    status, out, err = run(brokerd, capsys, "grants", "check")
+    assert status == 1
+    assert err == "see runbook.md#grants-invalid\n"
+    assert "bad-deny.toml" in out
+    assert "Bad_Name.toml" in out
+    # the same lines as reading the directory directly
+    assert bxctl(["grants", "check", "--dir", str(brokerd.grants_dir)]) == 1
+    assert capsys.readouterr().out == out
+
+
+def test_grants_check_without_dir_needs_brokerd(
+    brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    brokerd.stop()
+    status, out, err = run(brokerd, capsys, "grants", "check")
+    assert (status, out) == (1, "")
+    assert err.rstrip().endswith("see runbook.md#broker-unavailable")
