@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "": {""},
     "core": {"", "core"},
     "brokerd": {"", "core", "brokerd", "sandbox"},
-    "sandbox": {"", "core", "sandbox"},
+    "sandbox": {"", "core", "sandbox", "brokerd"},  # the runner seam's types
     "loopd": {"", "core", "loopd"},
     "memoryd": {"", "core", "memoryd"},
     "gatewayd": {"", "core", "gatewayd"},

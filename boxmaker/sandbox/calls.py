@@ -1,0 +1,96 @@
+"""What every runtime does around the sandbox itself: checks, the toolkit's request, its answer.
+
+I/O: `check_mounts` looks at the granted paths on the host (lstat, realpath).
+The rest is pure: building the toolkit's JSON request from a `RunSpec`, and
+turning the toolkit's output into a `RunOutput` or a fixed `RunError`, never
+into text the sandbox chose as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
+from boxmaker.core.args import HttpFetchArgs, ReadFileArgs, ShellArgs, WriteFileArgs
+
+TOOLKIT_SOURCE = (Path(__file__).with_name("toolkit.py")).read_text()
+SANDBOX_PYTHON = "/usr/bin/python3"
+PROXY_INSIDE = "/run/boxmaker/egress.sock"
+CA_INSIDE = "/run/boxmaker/ca.crt"
+DEFAULT_CA_FILE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call may use. Every runtime enforces all four."""
+
+    timeout_s: float = 60.0
+    memory_bytes: int = 512 * 1024 * 1024
+    pids: int = 64
+    output_bytes: int = 1_048_576
+
+
+def check_mounts(spec: RunSpec) -> RunError | None:
+    """Refuse a grant path that is a symlink, has one on its way, or is missing."""
+    for mount in spec.mounts:
+        try:
+            os.lstat(mount.path)
+        except FileNotFoundError:
+            return RunError(RunFailure.GRANT_PATH_MISSING)
+        except OSError:
+            return RunError(RunFailure.GRANT_PATH_UNSAFE)
+        if os.path.islink(mount.path) or os.path.realpath(mount.path) != mount.path:
+            return RunError(RunFailure.GRANT_PATH_UNSAFE)
+    return None
+
+
+def toolkit_request(spec: RunSpec, limits: Limits) -> bytes:
+    """The JSON the toolkit reads on standard input."""
+    arguments: dict[str, Any]
+    match spec.arguments:
+        case ReadFileArgs(path=path):
+            arguments = {"path": path}
+        case WriteFileArgs(path=path, content=content):
+            arguments = {"path": path, "content": content}
+        case ShellArgs(command=command, cwd=cwd):
+            arguments = {"command": command, "cwd": cwd}
+        case HttpFetchArgs(url=url):
+            arguments = {"url": url.text}
+    egress = spec.egress is not None
+    return json.dumps(
+        {
+            "tool": spec.tool.value,
+            "arguments": arguments,
+            "output_bytes": limits.output_bytes,
+            "proxy": PROXY_INSIDE if egress else None,
+            "cafile": CA_INSIDE if egress else None,
+        }
+    ).encode()
+
+
+def answer_limit(limits: Limits) -> int:
+    """The most bytes a correct toolkit answer can take (JSON escapes included)."""
+    return limits.output_bytes * 6 + 65536
+
+
+def parse_answer(stdout: bytes) -> RunOutput | RunError:
+    """The toolkit's answer; anything malformed is the sandbox failing, never its text."""
+    try:
+        answer = json.loads(stdout)
+    except (ValueError, RecursionError):
+        return RunError(RunFailure.SANDBOX_FAILED)
+    if not isinstance(answer, dict):
+        return RunError(RunFailure.SANDBOX_FAILED)
+    if answer.get("ok") is True:
+        content, truncated = answer.get("content"), answer.get("truncated")
+        if isinstance(content, str) and isinstance(truncated, bool):
+            return RunOutput(content=content, truncated=truncated)
+        return RunError(RunFailure.SANDBOX_FAILED)
+    code = answer.get("failure")
+    if isinstance(code, str) and code in RunFailure.__members__:
+        return RunError(RunFailure[code])
+    return RunError(RunFailure.SANDBOX_FAILED)

@@ -1,0 +1,223 @@
+"""The in-sandbox toolkit: the four tools, run by /usr/bin/python3 inside the sandbox.
+
+Standard library only, and self-contained: the runtimes pass this file's source
+with `python3 -I -S -c`, so nothing of boxmaker (or of its virtual environment)
+needs to be visible inside the sandbox. I/O: reads one JSON request on standard
+input, does the one tool call (a file read or write, a shell command, an HTTPS
+fetch through the egress proxy's Unix socket), and writes one JSON answer on
+standard output:
+
+    in:  {"tool": T, "arguments": {...}, "output_bytes": N,
+          "proxy": "/run/boxmaker/egress.sock" | null, "cafile": path | null}
+    out: {"ok": true, "content": "...", "truncated": bool}
+       | {"ok": false, "failure": "<RunFailure member name>"}
+
+A failure is a code, never text: brokerd turns it into its own fixed sentence,
+so nothing a tool printed, read or received can pose as brokerd speaking. A
+shell command that exits non-zero is a result, with its exit status.
+"""
+
+from __future__ import annotations
+
+import codecs
+import http.client
+import json
+import os
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+import urllib.parse
+from typing import Any
+
+MAX_REDIRECTS = 5
+FETCH_TIMEOUT_S = 30.0
+
+
+class ToolError(Exception):
+    """A tool call that failed; `code` names a RunFailure member."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def cap_text(data: bytes, limit: int, *, strict: bool) -> tuple[str, bool]:
+    """`data` as text of at most `limit` bytes, never cutting a character in two."""
+    truncated = len(data) > limit
+    decoder = codecs.getincrementaldecoder("utf-8")("strict" if strict else "replace")
+    try:
+        text = decoder.decode(data[:limit], final=not truncated)
+    except UnicodeDecodeError as exc:
+        raise ToolError("NOT_TEXT") from exc
+    return text, truncated
+
+
+def read_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+    path = args["path"]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise ToolError("NOT_FOUND") from exc
+    except OSError as exc:
+        raise ToolError("NOT_FOUND") from exc
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolError("NOT_A_FILE")
+        data = f.read(limit + 1)
+    return cap_text(data, limit, strict=True)
+
+
+def write_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+    path, content = args["path"], args["content"]
+    data = content.encode("utf-8")
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
+        )
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ToolError("WRITE_FAILED") from exc
+    return f"wrote {len(data)} bytes to {path}", False
+
+
+def shell(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+    cwd = args.get("cwd") or "/tmp"  # noqa: S108 (the sandbox's own tmpfs)
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", args["command"]],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    except OSError as exc:
+        raise ToolError("SANDBOX_FAILED") from exc
+    assert proc.stdout is not None
+    kept = bytearray()
+    while chunk := proc.stdout.read(65536):
+        if len(kept) <= limit:
+            kept += chunk[: limit + 1 - len(kept)]
+    status = proc.wait()
+    text, truncated = cap_text(bytes(kept), limit, strict=False)
+    return f"{text}\n[exit status {status}]", truncated
+
+
+class _ProxiedHTTPS(http.client.HTTPSConnection):
+    """An HTTPS connection whose TCP leg is a SOCKS5 CONNECT over a Unix socket."""
+
+    def __init__(self, host: str, proxy: str, context: ssl.SSLContext) -> None:
+        super().__init__(host, 443, timeout=FETCH_TIMEOUT_S, context=context)
+        self._proxy = proxy
+        self._context = context
+
+    def connect(self) -> None:
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(FETCH_TIMEOUT_S)
+        try:
+            raw.connect(self._proxy)
+            name = self.host.encode("ascii")
+            raw.sendall(b"\x05\x01\x00")
+            if _recv_exact(raw, 2) != b"\x05\x00":
+                raise ToolError("FETCH_REFUSED")
+            raw.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + (443).to_bytes(2, "big"))
+            reply = _recv_exact(raw, 4)
+            if reply[1] != 0:
+                raise ToolError("FETCH_REFUSED")
+            skip = {1: 4, 4: 16}.get(reply[3])
+            if skip is None:
+                skip = _recv_exact(raw, 1)[0]
+            _recv_exact(raw, skip + 2)
+            self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
+        except (OSError, IndexError) as exc:
+            raw.close()
+            raise ToolError("FETCH_REFUSED") from exc
+        except ToolError:
+            raw.close()
+            raise
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ToolError("FETCH_REFUSED")
+        data += chunk
+    return data
+
+
+def http_fetch(
+    args: dict[str, Any], limit: int, proxy: str | None, cafile: str | None
+) -> tuple[str, bool]:
+    if proxy is None:
+        raise ToolError("FETCH_REFUSED")
+    context = ssl.create_default_context(cafile=cafile)
+    url = args["url"]
+    for _ in range(MAX_REDIRECTS + 1):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname or parts.port not in (None, 443):
+            raise ToolError("FETCH_REFUSED")
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        conn = _ProxiedHTTPS(parts.hostname, proxy, context)
+        try:
+            conn.request(
+                "GET",
+                target,
+                headers={"User-Agent": "boxmaker-toolkit", "Accept-Encoding": "identity"},
+            )
+            response = conn.getresponse()
+            location = response.getheader("Location")
+            if 300 <= response.status < 400 and location:
+                url = urllib.parse.urljoin(url, location)
+                continue
+            body = response.read(limit + 1)
+            kind = response.getheader("Content-Type", "")
+            text, truncated = cap_text(body, limit, strict=False)
+            return (
+                f"HTTP {response.status} {response.reason}\ncontent-type: {kind}\n\n{text}",
+                truncated,
+            )
+        except ToolError:
+            raise
+        except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
+            raise ToolError("FETCH_FAILED") from exc
+        finally:
+            conn.close()
+    raise ToolError("FETCH_FAILED")
+
+
+def main() -> int:
+    try:
+        request = json.loads(sys.stdin.buffer.read())
+        tool, args, limit = request["tool"], request["arguments"], int(request["output_bytes"])
+        if tool == "read_file":
+            content, truncated = read_file(args, limit)
+        elif tool == "write_file":
+            content, truncated = write_file(args, limit)
+        elif tool == "shell":
+            content, truncated = shell(args, limit)
+        elif tool == "http_fetch":
+            content, truncated = http_fetch(
+                args, limit, request.get("proxy"), request.get("cafile")
+            )
+        else:
+            raise ToolError("SANDBOX_FAILED")
+        answer: dict[str, Any] = {"ok": True, "content": content, "truncated": truncated}
+    except ToolError as exc:
+        answer = {"ok": False, "failure": exc.code}
+    except MemoryError:
+        answer = {"ok": False, "failure": "OUT_OF_MEMORY"}
+    sys.stdout.write(json.dumps(answer))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
