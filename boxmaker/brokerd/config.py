@@ -9,7 +9,7 @@ socket path that is absent or empty means its default under `home`.
     [sockets]    broker, admin
     [approvals]  ttl_ms
     [runner]     backend ("refusing", "bwrap", "podman"), timeout_ms, memory_mb,
-                 pids, output_bytes
+                 pids, output_bytes, ca_file, rootfs (Podman's)
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class RunnerSection(_Section):
     memory_mb: int = Field(default=512, ge=16)
     pids: int = Field(default=64, ge=1)
     output_bytes: int = Field(default=1_048_576, ge=1)
+    ca_file: str = "/etc/ssl/certs/ca-certificates.crt"
+    rootfs: str = "/var/lib/boxmaker-sandbox/rootfs"
 
 
 class BrokerdConfig(BaseSettings):

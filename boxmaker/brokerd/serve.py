@@ -30,7 +30,8 @@ from boxmaker.brokerd.config import BrokerdConfig
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.listener import StartupError, bind_socket, serve_forever
-from boxmaker.brokerd.runner import RefusingRuntime, Runtime
+from boxmaker.brokerd.runner import Runtime
+from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.timestamps import format_timestamp
 
@@ -39,15 +40,6 @@ log = logging.getLogger(__name__)
 
 def now() -> str:
     return format_timestamp(datetime.now(UTC))
-
-
-def make_runtime(config: BrokerdConfig) -> Runtime:
-    if config.runner.backend == "refusing":
-        return RefusingRuntime()
-    raise StartupError(
-        f'runner backend "{config.runner.backend}" is not part of this build; '
-        'set [runner] backend = "refusing"'
-    )
 
 
 class Brokerd:
