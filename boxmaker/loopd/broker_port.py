@@ -1,0 +1,119 @@
+"""loopd's tool port: one tool call sent to brokerd over broker.sock, its answer awaited.
+
+I/O: one Unix-socket connection per call. Waiting is bounded by deadlines, not
+per-read timeouts, so a peer that trickles bytes cannot hold a turn for ever:
+
+    before the first frame     until timeout_ms after the call began
+    after a pending frame      until the frame's `expires` plus timeout_ms
+
+Every way the port can fail becomes a `failed` answer with a fixed sentence; the
+turn goes on. The envelope id of a request is its call id, and every answer must
+carry it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from boxmaker.core.connection import ClientConnection
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.messages import (
+    DeniedResponse,
+    FailedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolRequest,
+    ToolResponse,
+)
+from boxmaker.core.timestamps import parse_timestamp
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE = "the tool broker is unavailable"
+TOO_LARGE = "the request is too large for the tool broker"
+NO_FINAL = "the tool broker gave no final answer"
+NOT_CONFIGURED = "no tool broker is configured"
+POINTER = "see runbook.md#broker-unavailable"
+MAX_WAIT_S = 366 * 24 * 3600.0  # an expiry further off than this is not a real one
+
+OnPending = Callable[[PendingApprovalResponse], None]
+_FINAL = (ResultResponse, FailedResponse, DeniedResponse)
+
+
+class BrokerPort:
+    """Calls brokerd for each non-core tool call."""
+
+    def __init__(
+        self,
+        path: Path,
+        timeout_ms: int,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self.timeout_s = timeout_ms / 1000
+        self._wall = wall_clock
+        self._monotonic = monotonic
+
+    def call(self, request: ToolRequest, on_pending: OnPending) -> ToolResponse:
+        """brokerd's final answer to `request`, or `failed` with the port's own sentence."""
+        conn = ClientConnection(request.call)
+        try:
+            payload = conn.request(request)
+        except ProtocolError as exc:
+            if exc.code is ErrorCode.TOO_LARGE:
+                return FailedResponse(message=TOO_LARGE)
+            raise
+        if self.timeout_s <= 0:
+            return self._unavailable("timeout_ms is 0")
+        deadline = self._monotonic() + self.timeout_s
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(self.timeout_s)
+                sock.connect(str(self.path))
+                sock.sendall(payload)
+                while True:
+                    left = deadline - self._monotonic()
+                    if left <= 0:
+                        return self._unavailable("no answer before the deadline")
+                    sock.settimeout(left)
+                    data = sock.recv(65536)
+                    for envelope in conn.receive(data):
+                        message = envelope.message
+                        if envelope.final:
+                            if isinstance(message, PendingApprovalResponse):
+                                return FailedResponse(message=NO_FINAL)
+                            if isinstance(message, _FINAL):
+                                return message
+                            return self._unavailable(f"a final {message.kind}")
+                        if not isinstance(message, PendingApprovalResponse):
+                            return self._unavailable(f"a non-final {message.kind}")
+                        wait = self._wait_after(message.expires)
+                        if wait is None:
+                            return self._unavailable("an expiry too far off")
+                        deadline = self._monotonic() + wait
+                        on_pending(message)
+        except TimeoutError:
+            return self._unavailable("no answer before the deadline")
+        except (OSError, ProtocolError) as exc:
+            return self._unavailable(str(exc))
+
+    def _wait_after(self, expires: str) -> float | None:
+        """Seconds from now until `expires` plus timeout_ms; None if that is absurd."""
+        try:
+            left = parse_timestamp(expires).timestamp() - self._wall()
+        except (ValueError, OverflowError):
+            return None
+        if left > MAX_WAIT_S:
+            return None
+        return max(left, 0.0) + self.timeout_s
+
+    def _unavailable(self, why: str) -> FailedResponse:
+        log.error("event=broker_unavailable socket=%s why=%s %s", self.path, why, POINTER)
+        return FailedResponse(message=UNAVAILABLE)
+
