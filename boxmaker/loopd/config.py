@@ -1,0 +1,133 @@
+"""loopd.toml into a typed `LoopdConfig`. Reads the file and the environment once.
+
+Every key has a default; an unknown key, a wrong type or an unknown `BOXMAKER_*`
+variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
+`/var/lib/boxmaker`. An absent or empty socket path means its default under home.
+
+    [paths]   home
+    [model]   path ("" = the embedded default model), template ("auto", "gemma",
+              "chatml"), context, threads, max_tokens, temperature, top_p, top_k,
+              repeat_penalty, seed
+    [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
+    [sockets] loop
+    [turn]    max_tool_calls, max_tokens
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from boxmaker.core.errors import ConfigError
+from boxmaker.core.settings_check import describe_validation_error, unknown_variables
+
+DEFAULT_HOME = Path("/var/lib/boxmaker")
+KNOWN_VARIABLES = ("BOXMAKER_HOME",)
+NO_BROKER = "none"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PathsSection(_Section):
+    home: str = ""
+
+
+class ModelSection(_Section):
+    path: str = ""
+    template: Literal["auto", "gemma", "chatml"] = "auto"
+    context: int = Field(default=4096, ge=256)
+    threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = Field(default=0.7, ge=0.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    top_k: int = Field(default=40, ge=0)
+    repeat_penalty: float = Field(default=1.1, gt=0.0)
+    seed: int = Field(default=-1)
+
+
+class BrokerSection(_Section):
+    socket: str = ""
+    timeout_ms: int = Field(default=120_000, ge=0)
+
+
+class SocketsSection(_Section):
+    loop: str = ""
+
+
+class TurnSection(_Section):
+    max_tool_calls: int = Field(default=8, ge=0)
+    max_tokens: int = Field(default=2048, ge=1)
+
+
+class LoopdConfig(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    paths: PathsSection = PathsSection()
+    model: ModelSection = ModelSection()
+    broker: BrokerSection = BrokerSection()
+    sockets: SocketsSection = SocketsSection()
+    turn: TurnSection = TurnSection()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.paths.home)
+
+    @property
+    def loop_socket(self) -> Path:
+        return Path(self.sockets.loop or self.home / "run" / "loop" / "loop.sock")
+
+    @property
+    def broker_socket(self) -> Path | None:
+        """broker.sock, or None when `[broker] socket = "none"`."""
+        if self.broker.socket == NO_BROKER:
+            return None
+        return Path(self.broker.socket or self.home / "run" / "loop-broker" / "broker.sock")
+
+
+def load_config(path: Path | None, environ: Mapping[str, str]) -> LoopdConfig:
+    """loopd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
+    unknown = unknown_variables(environ, KNOWN_VARIABLES)
+    if unknown:
+        raise ConfigError(
+            f"unknown environment variable {unknown[0]}; loopd knows {', '.join(KNOWN_VARIABLES)}"
+        )
+    data: dict[str, object] = {}
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
+        try:
+            data = TomlConfigSettingsSource(LoopdConfig, toml_file=path)()
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        config = LoopdConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, str(path))) from exc
+    if not config.paths.home:
+        home = environ.get("BOXMAKER_HOME") or str(DEFAULT_HOME)
+        config = config.model_copy(update={"paths": config.paths.model_copy(update={"home": home})})
+    return config
