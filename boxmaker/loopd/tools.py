@@ -1,0 +1,103 @@
+"""The tools the model sees, and the texts loopd gives it for what brokerd decided.
+
+No I/O. The model is offered three core tools, always: `clock`, `find_tool` and
+`call_tool`. `find_tool` finds the four tools brokerd decides on, with their
+argument schemas; `call_tool` asks brokerd to run one. A denial comes back to the
+model as an ordinary tool result in plain words (class public, trusted), so the
+model can explain it and the turn goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.tool_calls import CLOSE, OPEN
+
+CORE_TOOLS = ("clock", "find_tool", "call_tool")
+
+BROKER_TOOLS: dict[str, dict[str, Any]] = {
+    "read_file": {
+        "description": "Read a text file. The owner's grants decide which paths.",
+        "arguments": {"path": "absolute path of the file"},
+        "required": ["path"],
+    },
+    "write_file": {
+        "description": "Write a text file, replacing it. The owner's grants decide where.",
+        "arguments": {"path": "absolute path of the file", "content": "the text to write"},
+        "required": ["path", "content"],
+    },
+    "shell": {
+        "description": "Run a shell command in a sandbox with no network.",
+        "arguments": {"command": "the command", "cwd": "optional absolute working directory"},
+        "required": ["command"],
+    },
+    "http_fetch": {
+        "description": "Fetch an https:// URL from a host the owner allows.",
+        "arguments": {"url": "an https:// URL"},
+        "required": ["url"],
+    },
+}
+
+DENIALS: dict[DenyReason, str] = {
+    DenyReason.NO_GRANT: "Denied: no grant allows this call.",
+    DenyReason.GRANT_EXPIRED: "Denied: the grant for this call has expired.",
+    DenyReason.TAINT_TOO_HIGH: "Denied: this session has seen data too sensitive for this call.",
+    DenyReason.DENIED_BY_GRANT: "Denied: a grant forbids this call.",
+    DenyReason.APPROVAL_REFUSED: "Denied: the owner refused this call.",
+    DenyReason.APPROVAL_EXPIRED: "Denied: the approval request expired without an answer.",
+    DenyReason.INVALID_ARGUMENTS: "Denied: the arguments are not valid for this tool.",
+    DenyReason.GRANTS_INVALID: "Denied: the grant files have an error; the owner has been told.",
+    DenyReason.AUDIT_UNAVAILABLE: (
+        "Denied: the audit log cannot be written; the owner has been told."
+    ),
+    DenyReason.STATE_UNREADABLE: (
+        "Denied: this session's broker state is damaged; the owner has been told."
+    ),
+}
+
+
+def denial_text(reason: DenyReason, detail: str | None) -> str:
+    """What the model reads for a denial; invalid_arguments carries the parser's detail."""
+    text = DENIALS[reason]
+    if reason is DenyReason.INVALID_ARGUMENTS and detail:
+        return f"{text[:-1]}: {detail}"
+    return text
+
+
+def find_tools(query: str) -> str:
+    """The broker tools matching `query` (all of them for an empty one), as JSON text."""
+    words = query.lower().split()
+    found = [
+        {"name": name, **spec}
+        for name, spec in BROKER_TOOLS.items()
+        if not words or any(w in name or w in spec["description"].lower() for w in words)
+    ]
+    if not found:
+        found = [{"name": name, **spec} for name, spec in BROKER_TOOLS.items()]
+    return orjson.dumps(found).decode()
+
+
+def system_prompt(tagged: bool) -> str:
+    """How the model is told to use its tools, in the form its template expects."""
+    example = (
+        '{"name": "call_tool", "arguments": {"name": "read_file",'
+        ' "arguments": {"path": "/home/owner/notes/todo.md"}}}'
+    )
+    how = (
+        f"To call a tool, write {OPEN}{example}{CLOSE}"
+        if tagged
+        else f"To call a tool, reply with only a JSON object, for example: {example}"
+    )
+    return (
+        "You are a helpful assistant working for your owner on their own machine.\n"
+        "You have three tools. clock (no arguments) tells the current time. "
+        'find_tool {"query": "..."} lists the tools you can call and their arguments. '
+        'call_tool {"name": "...", "arguments": {...}} runs one of them.\n'
+        "Every call_tool is decided by your owner's grants: it may be denied, or wait for "
+        "the owner's approval. When a call is denied, tell the owner why in plain words.\n"
+        + how
+        + "\nWhen you do not need a tool, just answer."
+    )
