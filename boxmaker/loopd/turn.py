@@ -1,0 +1,246 @@
+"""One turn of a session: the owner's words in, the model's answer out, tools in between.
+
+I/O: the session log, the model, the broker port (through their seams). The
+turn's states, as transitions:
+
+    START      open the log (damaged: refuse); a new session must not have a log,
+               a resumed one must; append the owner's text       -> GENERATE
+    GENERATE   render the log as a prompt, generate; append the model's reply;
+               content -> a content event
+                 no tool calls, or the token budget spent        -> DONE
+                 tool calls                                      -> TOOLS
+    TOOLS      for each call, while under the tool-call bound: tool_call_started,
+               run it (core tool, or brokerd through the port: approval_pending
+               when it waits, tool_denied when denied), append the result,
+               tool_result                                       -> GENERATE
+               the bound reached                                 -> DONE (with a notice)
+    DONE       turn_done with the final content and the session's trust
+
+Every result the model reads is appended to the log before the model sees it,
+and the log is the only source of prompts, so a replay sends what was evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from boxmaker.core.chat_format import ChatFormat, Role, Text, Tokens, Turn
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import (
+    ApprovalPendingEvent,
+    ContentEvent,
+    DeniedResponse,
+    Event,
+    FailedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolCallStartedEvent,
+    ToolDeniedEvent,
+    ToolRequest,
+    ToolResultEvent,
+    TurnDone,
+)
+from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
+from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.model import ContextFullError, Model
+from boxmaker.loopd.session_log import ModelEntry, SessionLog, SessionLogs, ToolEntry, UserEntry
+from boxmaker.loopd.tools import BROKER_TOOLS, denial_text, find_tools, system_prompt
+
+log = logging.getLogger(__name__)
+
+
+class TurnRefusedError(Exception):
+    """The turn cannot start; the text says why in one line."""
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    max_tool_calls: int = 8
+    max_tokens: int = 2048  # generated in one turn, all replies together
+    reply_tokens: int = 512  # one reply
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str
+    class_: DataClass = DataClass.PUBLIC
+    untrusted: bool = False
+    truncated: bool = False
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        model: Model,
+        chat_format: ChatFormat,
+        logs: SessionLogs,
+        port: BrokerPort | None,
+        limits: TurnLimits,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._model = model
+        self._format = chat_format
+        self._logs = logs
+        self._port = port
+        self._limits = limits
+        self._clock = clock
+        self._system = Turn(Role.SYSTEM, system_prompt(tagged=chat_format.name != "gemma"))
+        self._stop = self._stop_ids()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _stop_ids(self) -> set[int]:
+        ids = set()
+        for text in self._format.stop:
+            tokens = self._model.tokenize(text, special=True)
+            if len(tokens) == 1:
+                ids.add(tokens[0])
+        return ids
+
+    def _lock(self, session: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(session, threading.Lock())
+
+    def prompt(self, session_log: SessionLog) -> list[int]:
+        """The token ids of the next prompt for this session, rendered from its log."""
+        ids: list[int] = []
+        for segment in self._format.render([self._system, *session_log.turns()]):
+            if isinstance(segment, Tokens):
+                ids.extend(segment.ids)
+            elif isinstance(segment, Text):
+                ids.extend(self._model.tokenize(segment.text, special=segment.special))
+        return ids
+
+    def run(self, session: str, text: str, resume: bool, emit: Callable[[Event], None]) -> TurnDone:
+        with self._lock(session):
+            session_log = self._logs.open(session)
+            if session_log.entries and not resume:
+                raise TurnRefusedError(
+                    f"session {session} already exists; resume it or choose another id"
+                )
+            if resume and not session_log.entries:
+                raise TurnRefusedError(f"session {session} has no log to resume")
+            session_log.append(UserEntry(text=text))
+            final = self._loop(session, session_log, emit)
+            return TurnDone(session=session, content=final, untrusted=session_log.untrusted)
+
+    def _loop(self, session: str, session_log: SessionLog, emit: Callable[[Event], None]) -> str:
+        calls = 0
+        generated = 0
+        while True:
+            budget = min(self._limits.reply_tokens, self._limits.max_tokens - generated)
+            if budget <= 0:
+                return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
+            prompt = self.prompt(session_log)
+            try:
+                generation = self._model.generate(
+                    session, prompt, max_tokens=budget, stop=self._stop, on_text=lambda _: None
+                )
+            except ContextFullError:
+                return (
+                    f"The conversation no longer fits the model's context ({len(prompt)} "
+                    "tokens); start a new session."
+                )
+            generated += len(generation.ids)
+            session_log.append(ModelEntry(text=generation.text, ids=generation.ids))
+            reply = parse_reply(generation.text)
+            if reply.content:
+                emit(ContentEvent(text=reply.content))
+            if not reply.calls:
+                return reply.content
+            for call in reply.calls:
+                if calls >= self._limits.max_tool_calls:
+                    return (
+                        f"The turn stopped: the model asked for more than "
+                        f"{self._limits.max_tool_calls} tool calls."
+                    )
+                calls += 1
+                self._tool(session, session_log, call, emit)
+
+    def _tool(
+        self,
+        session: str,
+        session_log: SessionLog,
+        call: ToolCall | BadToolCall,
+        emit: Callable[[Event], None],
+    ) -> None:
+        call_id = f"c{uuid.uuid4().hex[:20]}"
+        name = call.name if isinstance(call, ToolCall) else "unreadable"
+        arguments = call.arguments if isinstance(call, ToolCall) else "{}"
+        emit(ToolCallStartedEvent(call=call_id, name=name, arguments=arguments))
+        if isinstance(call, BadToolCall):
+            outcome = ToolOutcome(f"The tool call could not be read: {call.problem}")
+        else:
+            outcome = self._run(session, call_id, call, emit)
+        session_log.append(
+            ToolEntry(
+                call=call_id,
+                name=name,
+                content=outcome.content,
+                class_=outcome.class_,
+                untrusted=outcome.untrusted,
+                truncated=outcome.truncated,
+            )
+        )
+        emit(
+            ToolResultEvent(
+                call=call_id,
+                name=name,
+                content=outcome.content,
+                class_=outcome.class_,
+                untrusted=outcome.untrusted,
+                truncated=outcome.truncated,
+            )
+        )
+
+    def _run(
+        self, session: str, call_id: str, call: ToolCall, emit: Callable[[Event], None]
+    ) -> ToolOutcome:
+        args = json.loads(call.arguments)
+        if call.name == "clock":
+            return ToolOutcome(f"The time is {format_timestamp(self._clock())} (UTC).")
+        if call.name == "find_tool":
+            query = args.get("query", "")
+            return ToolOutcome(find_tools(query if isinstance(query, str) else ""))
+        if call.name == "call_tool":
+            tool, inner = args.get("name"), args.get("arguments", {})
+            if not isinstance(tool, str) or not isinstance(inner, dict):
+                return ToolOutcome(
+                    'call_tool takes {"name": "<tool>", "arguments": {...}};'
+                    " use find_tool to see the tools."
+                )
+            return self._broker(session, call_id, tool, json.dumps(inner, ensure_ascii=False), emit)
+        if call.name in BROKER_TOOLS:  # called directly: brokerd decides all the same
+            return self._broker(session, call_id, call.name, call.arguments, emit)
+        return ToolOutcome(
+            f"There is no tool named {call.name!r}. Use find_tool to see the tools, "
+            "then call_tool to run one."
+        )
+
+    def _broker(
+        self, session: str, call_id: str, tool: str, arguments: str, emit: Callable[[Event], None]
+    ) -> ToolOutcome:
+        if self._port is None:
+            return ToolOutcome(f"Failed: {NOT_CONFIGURED}.")
+        request = ToolRequest(session=session, call=call_id, tool=tool, arguments=arguments)
+
+        def pending(frame: PendingApprovalResponse) -> None:
+            emit(ApprovalPendingEvent(approval=frame.approval, tool=tool, expires=frame.expires))
+
+        response = self._port.call(request, pending)
+        if isinstance(response, ResultResponse):
+            return ToolOutcome(
+                response.content, response.class_, response.untrusted, response.truncated
+            )
+        if isinstance(response, DeniedResponse):
+            emit(ToolDeniedEvent(name=tool, reason=response.reason))
+            return ToolOutcome(denial_text(response.reason, response.detail))
+        assert isinstance(response, FailedResponse)
+        return ToolOutcome(f"Failed: {response.message}.")
