@@ -1,18 +1,151 @@
-"""loopd's console script.
+"""loopd's console script: `loopd serve --config PATH`.
 
-The role itself is built by its own issue; until then this entry point exists so
-that the installed console scripts are complete, and it refuses to run with a
-one-line message instead of pretending to serve.
+Loads the model in this process (the embedded default unless `[model] path`
+names another GGUF file), checks its chat format with a self-test, connects
+the tool port to brokerd, and serves loop.sock in the foreground until SIGTERM.
+Exit statuses: 0 after a clean stop, 1 when it cannot start (the log says why,
+with its runbook pointer), 2 for a configuration error.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
+import signal
 import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from boxmaker.core.chat_format import ChatFormat, format_for
+from boxmaker.core.errors import ConfigError
+from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.config import LoopdConfig, load_config
+from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
+from boxmaker.loopd.serve import LoopServer, bind
+from boxmaker.loopd.session_log import SessionLogs
+from boxmaker.loopd.turn import TurnLimits, TurnLoop
+
+log = logging.getLogger("loopd")
+
+SELFTEST_POINTER = "see runbook.md#loopd-selftest-failed"
 
 
-def main() -> int:
-    sys.stderr.write("loopd: this role is not part of this build yet; see README.md#status\n")
-    return 2
+class StartupError(Exception):
+    """loopd cannot start; one line saying what to do."""
+
+
+def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
+    name = config.model.template
+    if name == "auto" and not config.model.path and model.chat_template is None:
+        name = "gemma"  # the embedded default is the base Gemma 3, with no template
+    chosen = format_for(name, model.chat_template)
+    if chosen is None:
+        raise StartupError(
+            "the model file names no chat template loopd knows; set [model] template "
+            f'to "gemma" or "chatml" in loopd.toml; {SELFTEST_POINTER}'
+        )
+    return chosen
+
+
+def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
+    """Each scaffolding tag must be one token as a tag and several as ordinary text."""
+    problems = []
+    tags = {chat_format.open_turn, chat_format.close_turn, *chat_format.stop}
+    if chat_format.bos:
+        tags.add(chat_format.bos)
+    for tag in sorted(tags):
+        as_tag = model.tokenize(tag, special=True)
+        as_text = model.tokenize(tag, special=False)
+        if len(as_tag) != 1:
+            problems.append(f"{tag!r} is {len(as_tag)} tokens as a tag, not 1")
+        if len(as_text) < 2:
+            problems.append(f"{tag!r} as ordinary text is a single token: text could forge it")
+    return problems
+
+
+def load_model(config: LoopdConfig) -> LlamaModel:
+    path = Path(config.model.path) if config.model.path else embedded_model_path(config.home)
+    if not path.is_file():
+        raise StartupError(f"the model file {path} does not exist; check [model] path")
+    settings = config.model
+    return LlamaModel(
+        path,
+        context=settings.context,
+        threads=settings.threads,
+        seed=settings.seed,
+        sampling=Sampling(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            repeat_penalty=settings.repeat_penalty,
+        ),
+    )
+
+
+def serve(config: LoopdConfig) -> int:
+    model = load_model(config)
+    chat_format = choose_format(config, model)
+    problems = self_test(model, chat_format)
+    if problems:
+        raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
+    socket_path = config.broker_socket
+    port = None
+    if socket_path is None:
+        log.warning("event=no_broker %s; see runbook.md#broker-unavailable", NOT_CONFIGURED)
+    else:
+        port = BrokerPort(socket_path, config.broker.timeout_ms)
+    turns = TurnLoop(
+        model,
+        chat_format,
+        SessionLogs(config.home),
+        port,
+        TurnLimits(
+            max_tool_calls=config.turn.max_tool_calls,
+            max_tokens=config.turn.max_tokens,
+            reply_tokens=config.model.max_tokens,
+        ),
+    )
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    listening = bind(config.loop_socket)
+    server = LoopServer(turns, listening)
+    threading.Thread(target=server.serve, name="accept-loop", daemon=True).start()
+    log.info(
+        "event=serving loop=%s broker=%s format=%s",
+        config.loop_socket,
+        socket_path,
+        chat_format.name,
+    )
+    received = signal.sigwait(stop_signals)
+    log.info("event=stopping signal=%s", signal.Signals(received).name)
+    server.stopping.set()
+    listening.close()
+    config.loop_socket.unlink(missing_ok=True)
+    log.info("event=stopped")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="loopd", description="boxmaker's agent loop")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser("serve", help="serve loop.sock in the foreground")
+    run.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="loopd %(levelname)s %(message)s"
+    )
+    try:
+        config = load_config(args.config, os.environ)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
+        return serve(config)
+    except (StartupError, OSError) as exc:
+        log.error("%s", exc)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""loop.sock: one turn per connection, its events streamed as they happen.
+
+I/O: the listening socket (its directory 0700, itself 0600 in dev mode), one
+thread per connection. The request is `turn {session, text, resume}`; the
+answers are `turn_event` frames (not final) and one `turn_done`, or one `error`.
+A client that goes away mid-turn does not stop the turn: it finishes and is
+logged, and a resumed session sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+
+from boxmaker.core.connection import ServerConnection
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.messages import Error, Event, Message, Turn, TurnEvent
+from boxmaker.loopd.session_log import SessionLogDamagedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 10.0
+FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
+
+
+def bind(path: Path, dir_mode: int = 0o700, socket_mode: int = 0o600) -> socket.socket:
+    """A listening socket at `path`; its directory made if missing, both modes set."""
+    path.parent.mkdir(mode=dir_mode, parents=True, exist_ok=True)
+    os.chmod(path.parent, dir_mode)
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o777 & ~socket_mode)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, socket_mode)
+    sock.listen(16)
+    return sock
+
+
+class _Client:
+    """One connection: sending stops quietly at the first failure, the turn goes on."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.protocol = ServerConnection()
+        self.gone = False
+
+    def read_turn(self) -> Turn:
+        self.sock.settimeout(REQUEST_TIMEOUT_S)
+        while True:
+            envelope = self.protocol.receive(self.sock.recv(65536))
+            if envelope is None:
+                continue
+            if not isinstance(envelope.message, Turn):
+                log.error(
+                    "event=forbidden kind=%s socket=loop.sock %s",
+                    envelope.message.kind,
+                    FORBIDDEN_POINTER,
+                )
+                raise ProtocolError(
+                    ErrorCode.FORBIDDEN, f"{envelope.message.kind} is not accepted on loop.sock"
+                )
+            return envelope.message
+
+    def send(self, message: Message, *, final: bool) -> None:
+        if self.gone:
+            return
+        try:
+            self.sock.sendall(self.protocol.answer(message, final=final))
+        except OSError:
+            self.gone = True
+            log.info("event=client_gone")
+
+    def error(self, code: ErrorCode, text: str) -> None:
+        try:
+            self.sock.sendall(
+                self.protocol.answer(Error(code=code, message=text), final=True, request_id="turn")
+            )
+        except (OSError, ProtocolError):
+            self.gone = True
+
+
+class LoopServer:
+    def __init__(self, turns: TurnLoop, listening: socket.socket) -> None:
+        self._turns = turns
+        self._listening = listening
+        self.stopping = threading.Event()
+
+    def serve(self) -> None:
+        """Accept until `stopping` is set; each connection in its own thread."""
+        self._listening.settimeout(0.2)
+        while not self.stopping.is_set():
+            try:
+                sock, _ = self._listening.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self.stopping.is_set():
+                    return
+                raise
+            threading.Thread(target=self._handle, args=(sock,), daemon=True).start()
+
+    def _handle(self, sock: socket.socket) -> None:
+        client = _Client(sock)
+        try:
+            turn = client.read_turn()
+            sock.settimeout(None)
+
+            def emit(event: Event) -> None:
+                client.send(TurnEvent(event=event), final=False)
+
+            done = self._turns.run(turn.session, turn.text, turn.resume, emit)
+            client.send(done, final=True)
+        except ProtocolError as exc:
+            client.error(exc.code, exc.message)
+        except (TimeoutError, ConnectionError):
+            log.info("event=request_incomplete")
+        except TurnRefusedError as exc:
+            client.error(ErrorCode.MALFORMED, str(exc))
+        except SessionLogDamagedError as exc:
+            log.error("event=session_log_damaged %s", exc)
+            client.error(ErrorCode.UNAVAILABLE, str(exc))
+        except Exception:
+            log.exception("event=turn_failed")
+            client.error(ErrorCode.INTERNAL, "loopd failed; see its log")
+        finally:
+            sock.close()
