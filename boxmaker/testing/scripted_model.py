@@ -1,0 +1,94 @@
+"""A scripted model with the real one's interface, for the turn loop's tests.
+
+Its tokenizer is small and honest: with special parsing, the chat-template tags
+of both formats become single reserved ids; without it, every character is its
+own id (code point + 1000), so a tag spelled in text is many tokens, as with a
+real tokenizer. Each `generate` answers with the next scripted reply (a string,
+or a function of the prompt's text) and records the prompt it was given, and
+how much of it a real model would have had to evaluate.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from boxmaker.loopd.model import Generation
+
+SPECIAL = {
+    "<bos>": 2,
+    "<eos>": 1,
+    "<start_of_turn>": 105,
+    "<end_of_turn>": 106,
+    "<|im_start|>": 200,
+    "<|im_end|>": 201,
+    "<|endoftext|>": 202,
+}
+_BY_ID = {v: k for k, v in SPECIAL.items()}
+OFFSET = 1000
+
+Reply = str | Callable[[str], str]
+
+
+class ScriptedModel:
+    def __init__(self, replies: Sequence[Reply] = (), chat_template: str | None = None) -> None:
+        self.replies: list[Reply] = list(replies)
+        self.chat_template = chat_template
+        self.prompts: list[list[int]] = []
+        self.evaluated: list[int] = []
+        self._last: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        ids: list[int] = []
+        i = 0
+        while i < len(text):
+            if special:
+                tag = next((t for t in SPECIAL if text.startswith(t, i)), None)
+                if tag is not None:
+                    ids.append(SPECIAL[tag])
+                    i += len(tag)
+                    continue
+            ids.append(ord(text[i]) + OFFSET)
+            i += 1
+        return ids
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return "".join(_BY_ID.get(i, chr(i - OFFSET) if i >= OFFSET else "") for i in ids)
+
+    def prompt_text(self, index: int = -1) -> str:
+        """The text of a recorded prompt (tags shown as they are spelled)."""
+        return self.detokenize(self.prompts[index])
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
+        with self._lock:
+            before = self._last.get(session, [])
+            reused = 0
+            for a, b in zip(before, prompt, strict=False):
+                if a != b:
+                    break
+                reused += 1
+            self.prompts.append(list(prompt))
+            self.evaluated.append(len(prompt) - reused)
+            if not self.replies:
+                raise AssertionError("the scripted model has no reply left")
+            reply = self.replies.pop(0)
+            text = reply(self.detokenize(prompt)) if callable(reply) else reply
+            ids = self.tokenize(text, special=False)[:max_tokens]
+            self._last[session] = list(prompt) + ids
+        on_text(self.detokenize(ids))
+        return Generation(
+            ids=tuple(ids),
+            text=self.detokenize(ids),
+            prompt_tokens=len(prompt),
+            evaluated=len(prompt) - reused,
+            finished=len(ids) < max_tokens,
+        )
