@@ -122,29 +122,38 @@ def _until(then: str, now: str) -> str:
     return "now" if left <= 0 else f"in {_span(left)}"
 
 
-def _no_such(approval: int) -> int:
-    out(f"{approval}: no such approval (already answered or expired)")
+def _say(stream: TextIO | None, line: str) -> None:
+    if stream is None:
+        out(line)
+    else:
+        stream.write(line + "\n")
+
+
+def _no_such(approval: int, stream: TextIO | None) -> int:
+    _say(stream, f"{approval}: no such approval (already answered or expired)")
     return EXIT_PROBLEM
 
 
-def cmd_approve(args: argparse.Namespace) -> int:
+def cmd_approve(args: argparse.Namespace, stream: TextIO | None = None) -> int:
+    """Approve; the line goes to `stream` (standard output when None)."""
     answer = _ask(args, Approve(approval=args.approval))
     if isinstance(answer, Error):
-        return _no_such(args.approval)
+        return _no_such(args.approval, stream)
     if not isinstance(answer, ApproveResult):
         raise CliError(f"brokerd answered {answer.kind} to approve")
     if isinstance(answer.outcome, DeniedRecord):
-        out(f"approved {args.approval}: denied ({answer.outcome.reason})")
+        _say(stream, f"approved {args.approval}: denied ({answer.outcome.reason})")
         return EXIT_PROBLEM
-    out(f"approved {args.approval}: runs")
+    _say(stream, f"approved {args.approval}: runs")
     return EXIT_OK
 
 
-def cmd_refuse(args: argparse.Namespace) -> int:
+def cmd_refuse(args: argparse.Namespace, stream: TextIO | None = None) -> int:
+    """Refuse; the line goes to `stream` (standard output when None)."""
     answer = _ask(args, Refuse(approval=args.approval, reason=args.reason))
     if isinstance(answer, Error):
-        return _no_such(args.approval)
+        return _no_such(args.approval, stream)
     if not isinstance(answer, Ok):
         raise CliError(f"brokerd answered {answer.kind} to refuse")
-    out(f"refused {args.approval}")
+    _say(stream, f"refused {args.approval}")
     return EXIT_OK

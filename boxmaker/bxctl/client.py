@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 from boxmaker.bxctl.cli import CliError
@@ -28,30 +29,48 @@ def default_admin_socket() -> Path:
     return home_dir() / "run" / "owner-broker" / "admin.sock"
 
 
-def request(path: Path, message: Message, request_id: str) -> list[Envelope]:
-    """Every answer to `message` sent on `path`, the final one last."""
+def default_loop_socket() -> Path:
+    return home_dir() / "run" / "loop" / "loop.sock"
+
+
+BROKERD = ("brokerd", "see runbook.md#broker-unavailable")
+LOOPD = ("loopd", "see runbook.md#loopd-unavailable")
+
+
+def stream(
+    path: Path,
+    message: Message,
+    request_id: str,
+    *,
+    server: tuple[str, str] = BROKERD,
+    timeout_s: float | None = TIMEOUT_S,
+) -> Iterator[Envelope]:
+    """Each answer to `message` sent on `path` as it arrives, the final one last."""
+    name, pointer = server
     conn = ClientConnection(request_id)
-    answers: list[Envelope] = []
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(TIMEOUT_S)
             sock.connect(str(path))
             sock.sendall(conn.request(message))
+            sock.settimeout(timeout_s)
             while not conn.done:
-                answers.extend(conn.receive(sock.recv(65536)))
+                yield from conn.receive(sock.recv(65536))
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise CliError(
-            f"cannot reach brokerd at {path} ({exc.strerror}): is it running? "
-            "see runbook.md#broker-unavailable"
+            f"cannot reach {name} at {path} ({exc.strerror}): is it running? {pointer}"
         ) from exc
     except PermissionError as exc:
-        raise CliError(
-            f"not allowed to use {path}: run bxctl as the owner; see runbook.md#broker-unavailable"
-        ) from exc
+        raise CliError(f"not allowed to use {path}: run bxctl as the owner; {pointer}") from exc
     except TimeoutError as exc:
-        raise CliError(f"brokerd did not answer on {path} within {TIMEOUT_S:.0f} s") from exc
+        raise CliError(f"{name} did not answer on {path} in time; {pointer}") from exc
     except (OSError, ProtocolError) as exc:
-        raise CliError(f"the connection to {path} failed: {exc}") from exc
+        raise CliError(f"the connection to {name} at {path} failed: {exc}; {pointer}") from exc
+
+
+def request(path: Path, message: Message, request_id: str) -> list[Envelope]:
+    """Every answer to `message` sent on brokerd's socket `path`, the final one last."""
+    answers = list(stream(path, message, request_id))
     final = answers[-1].message
     if isinstance(final, Error) and final.code is not ErrorCode.NO_SUCH_APPROVAL:
         raise CliError(f"brokerd refused the request: {final.code}: {final.message}")

@@ -11,12 +11,13 @@ import sys
 from collections.abc import Callable, Sequence
 
 from boxmaker import __version__
-from boxmaker.bxctl import approvals_cmd, audit_cmd, grants_cmd
+from boxmaker.bxctl import approvals_cmd, audit_cmd, chat_cmd, grants_cmd
 from boxmaker.bxctl.cli import CliError, Parser, err
 
 COMMAND_MODULES = (
     grants_cmd,
     approvals_cmd,
+    chat_cmd,
     audit_cmd,
 )
 

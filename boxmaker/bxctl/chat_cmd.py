@@ -1,0 +1,272 @@
+"""`bxctl chat`: talk to the agent, see what it does, and answer its approvals.
+
+I/O: loop.sock (one connection per turn), admin.sock (approvals), standard
+input (one buffered reader for both the chat lines and the answers), standard
+error (events and questions) and standard output (the answers).
+
+Two rules hold everything here. What the owner is shown about a waiting call
+comes from brokerd, never from loopd's event, which gives the id and nothing
+else: a compromised loopd must not choose what the owner approves. And only the
+id, typed in full, approves: lines typed while a turn ran are already waiting in
+standard input, and a stray line must refuse, never approve.
+
+Exits of `handle_pending` ("report" is one line on `out`, and the call stays
+pending at brokerd):
+    1 brokerd cannot be asked        report "approval N: cannot ask brokerd: ..."
+    2 N is not in the list           report "approval N is no longer pending"
+    3 reset the terminal's attributes, then the two-line block
+    4 not asking (--say)             return
+    5 ask "type N to approve, anything else refuses: "
+    6 read one line (end of input is an empty answer)
+    7 exactly N approves; anything else refuses
+    8 the command prints its own line; any other failure is reported
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+import orjson
+
+from boxmaker.bxctl.approvals_cmd import cmd_approve, cmd_refuse, write_block
+from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser
+from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, request, stream
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.escape import escape_arguments, escape_model_text
+from boxmaker.core.messages import (
+    ApprovalList,
+    ApprovalPendingEvent,
+    Approvals,
+    ContentEvent,
+    Error,
+    Event,
+    ReasoningEvent,
+    ToolCallStartedEvent,
+    ToolDeniedEvent,
+    ToolResultEvent,
+    Turn,
+    TurnDone,
+    TurnEvent,
+)
+from boxmaker.core.timestamps import format_timestamp
+
+RESET = "\x1b[0m"
+DIM = "\x1b[2m"
+
+
+class OnPending(Enum):
+    EVENT_ONLY = "json"
+    SHOW = "say"
+    ASK = "interactive"
+
+
+def add_parser(commands: Any) -> None:
+    chat: Parser = commands.add_parser("chat", help="talk to the agent (interactive by default)")
+    chat.add_argument("--say", metavar="TEXT", help="send one message, print the answer, exit")
+    chat.add_argument("--json", action="store_true", help="print every event as one JSON line")
+    chat.add_argument("--session", help="the session id (default: a new one)")
+    chat.add_argument("--resume", action="store_true", help="go on with an existing session")
+    chat.add_argument("--socket", type=Path, help="loopd's socket (default: under $BOXMAKER_HOME)")
+    chat.add_argument(
+        "--admin-socket", type=Path, help="brokerd's admin socket (default: under $BOXMAKER_HOME)"
+    )
+    chat.set_defaults(handler=cmd_chat)
+
+
+def _now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+class Printer:
+    """Writes events for a person: everything the model chose is escaped as data."""
+
+    def __init__(self, json_mode: bool) -> None:
+        self.json_mode = json_mode
+        self._dimmed = False
+
+    def event(self, out: TextIO, event: Event) -> None:
+        if self.json_mode:
+            out.write(orjson.dumps(event.model_dump(mode="json", by_alias=True)).decode() + "\n")
+            return
+        match event:
+            case ReasoningEvent(text=text):
+                if not self._dimmed:
+                    out.write(DIM)
+                    self._dimmed = True
+                out.write(escape_model_text(text))
+            case ContentEvent(text=text):
+                self.end_reasoning(out)
+                out.write(escape_model_text(text) + "\n")
+            case ToolCallStartedEvent(name=name, arguments=arguments):
+                self.end_reasoning(out)
+                out.write(f"[tool {escape_model_text(name)} {escape_arguments(arguments)}]\n")
+            case ToolResultEvent(name=name, content=content, truncated=truncated):
+                flags = [event.class_.value] + (["untrusted"] if event.untrusted else [])
+                flags += ["truncated"] if truncated else []
+                size = len(content.encode())
+                out.write(f"[result {escape_model_text(name)}: {size} bytes, {', '.join(flags)}]\n")
+            case ToolDeniedEvent(name=name, reason=reason):
+                self.end_reasoning(out)
+                out.write(f"[denied {escape_model_text(name)}: {reason}]\n")
+                pointer = _pointer(reason)
+                if pointer is not None:
+                    out.write(pointer + "\n")
+            case ApprovalPendingEvent():
+                self.end_reasoning(out)
+
+    def end_reasoning(self, out: TextIO) -> None:
+        if self._dimmed:
+            out.write(RESET + "\n")
+            self._dimmed = False
+
+
+def _pointer(reason: DenyReason) -> str | None:
+    match reason:
+        case DenyReason.GRANTS_INVALID:
+            return "see runbook.md#grants-invalid"
+        case DenyReason.AUDIT_UNAVAILABLE:
+            return "see runbook.md#audit-unavailable"
+        case DenyReason.STATE_UNREADABLE:
+            return "see runbook.md#broker-state-damaged"
+        case (
+            DenyReason.NO_GRANT
+            | DenyReason.GRANT_EXPIRED
+            | DenyReason.TAINT_TOO_HIGH
+            | DenyReason.DENIED_BY_GRANT
+            | DenyReason.APPROVAL_REFUSED
+            | DenyReason.APPROVAL_EXPIRED
+            | DenyReason.INVALID_ARGUMENTS
+        ):
+            return None
+
+
+def handle_pending(
+    admin_socket: Path, approval: int, ask: bool, now: str, input: IO[str], out: TextIO
+) -> None:
+    """Show a waiting call as brokerd describes it; in interactive mode, ask the owner."""
+    try:
+        answer = request(admin_socket, Approvals(), f"bxctl-{os.getpid()}")[-1].message
+    except CliError as exc:
+        out.write(f"approval {approval}: cannot ask brokerd: {exc.message}\n")
+        return
+    items = answer.items if isinstance(answer, ApprovalList) else ()
+    item = next((i for i in items if i.approval == approval), None)
+    if item is None:
+        out.write(f"approval {approval} is no longer pending\n")
+        return
+    out.write(RESET)
+    write_block(out, item, now)
+    if not ask:
+        return
+    out.write(f"type {approval} to approve, anything else refuses: ")
+    out.flush()
+    line = input.readline()
+    line = line.removesuffix("\n").removesuffix("\r")
+    args = argparse.Namespace(approval=approval, admin_socket=admin_socket, reason=None)
+    try:
+        if line == str(approval):
+            cmd_approve(args, out)
+        else:
+            cmd_refuse(args, out)
+    except CliError as exc:
+        out.write(f"approval {approval}: {exc.message}\n")
+
+
+def stream_turn(
+    loop_socket: Path,
+    turn: Turn,
+    on_pending: OnPending,
+    admin_socket: Path,
+    printer: Printer,
+    input: IO[str],
+    out: TextIO,
+) -> TurnDone:
+    """Send one turn, print its events as they come, and answer its approvals."""
+    done: TurnDone | None = None
+    for envelope in stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None):
+        message = envelope.message
+        if isinstance(message, TurnEvent):
+            printer.event(out, message.event)
+            pending = message.event
+            if isinstance(pending, ApprovalPendingEvent) and on_pending is not OnPending.EVENT_ONLY:
+                handle_pending(
+                    admin_socket, pending.approval, on_pending is OnPending.ASK, _now(), input, out
+                )
+            out.flush()
+        elif isinstance(message, TurnDone):
+            done = message
+        elif isinstance(message, Error):
+            raise CliError(f"loopd refused the turn: {message.code}: {message.message}")
+    printer.end_reasoning(out)
+    if done is None:
+        raise CliError("loopd ended the turn without an answer; see runbook.md#loopd-unavailable")
+    return done
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    loop_socket: Path = args.socket or default_loop_socket()
+    admin_socket: Path = args.admin_socket or default_admin_socket()
+    if args.json:
+        on_pending = OnPending.EVENT_ONLY
+    elif args.say is not None:
+        on_pending = OnPending.SHOW
+    else:
+        on_pending = OnPending.ASK
+    session = args.session or f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    printer = Printer(args.json)
+    reader = sys.stdin  # one buffered reader for the chat lines and the answers
+    out = sys.stderr
+    resume = bool(args.resume)
+    if args.say is not None:
+        done = stream_turn(
+            loop_socket,
+            Turn(session=session, text=args.say, resume=resume),
+            on_pending,
+            admin_socket,
+            printer,
+            reader,
+            out,
+        )
+        _write_answer(done, args.json)
+        return EXIT_OK
+    out.write(f"session {session}; end with Ctrl-D\n")
+    while True:
+        out.write("> ")
+        out.flush()
+        line = reader.readline()
+        if not line:
+            out.write("\n")
+            return EXIT_OK
+        text = line.rstrip("\n")
+        if not text.strip():
+            continue
+        try:
+            done = stream_turn(
+                loop_socket,
+                Turn(session=session, text=text, resume=resume),
+                on_pending,
+                admin_socket,
+                printer,
+                reader,
+                out,
+            )
+        except CliError as exc:
+            out.write(f"bxctl: {exc.message}\n")
+            return EXIT_PROBLEM
+        resume = True
+        _write_answer(done, args.json)
+
+
+def _write_answer(done: TurnDone, json_mode: bool) -> None:
+    if json_mode:
+        sys.stdout.write(orjson.dumps(done.model_dump(mode="json")).decode() + "\n")
+    else:
+        sys.stdout.write(escape_model_text(done.content) + "\n")
+    sys.stdout.flush()
