@@ -32,8 +32,9 @@ from boxmaker.sandbox.calls import (
     toolkit_request,
 )
 from boxmaker.sandbox.cgroups import CallGroup, CgroupError, Cgroups
-from boxmaker.sandbox.egress import EgressProxy, Resolver
+from boxmaker.sandbox.egress import EgressProxy
 from boxmaker.sandbox.process import exchange
+from boxmaker.sandbox.resolvers import Resolver
 
 log = logging.getLogger(__name__)
 

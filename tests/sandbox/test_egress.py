@@ -24,12 +24,11 @@ from typing import Any
 
 import pytest
 
-from boxmaker.sandbox.egress import (
-    EgressProxy,
+from boxmaker.sandbox.egress import EgressProxy, Verdict
+from boxmaker.sandbox.resolvers import (
     MappedResolver,
     PublicResolver,
     Resolver,
-    Verdict,
     is_public_address,
 )
 

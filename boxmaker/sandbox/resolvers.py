@@ -1,0 +1,91 @@
+"""Name resolution for the egress proxy, and which addresses it may dial.
+
+I/O: `PublicResolver` asks the system's resolver (`socket.getaddrinfo`).
+`MappedResolver` does no I/O: it exists for tests, which point a name at a local
+HTTPS server; no configuration key selects it, so production always dials
+public addresses only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Mapping
+from typing import Protocol
+
+ALLOWED_PORT = 443
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+class Resolver(Protocol):
+    """Turns a host name into addresses, and says which addresses may be dialled.
+
+    `resolve` raises OSError when the name does not resolve. `port` is the TCP port
+    dialled for an allowed request: 443, but in tests where a local server listens.
+    """
+
+    @property
+    def port(self) -> int: ...
+
+    def resolve(self, host: str) -> list[str]: ...
+
+    def allows(self, address: str) -> bool: ...
+
+
+def is_public_address(address: str) -> bool:
+    """True for a globally routable unicast address, IPv4 or IPv6; False otherwise.
+
+    Refuses loopback, private, link-local, CGNAT, multicast, unspecified and
+    reserved addresses, and IPv6 spellings that embed such an IPv4 address
+    (IPv4-mapped, NAT64 `64:ff9b::/96`, 6to4).
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None and not is_public_address(str(embedded)):
+            return False
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
+
+
+class PublicResolver:
+    """The production resolver: the system's DNS, and public addresses only."""
+
+    port = ALLOWED_PORT
+
+    def resolve(self, host: str) -> list[str]:
+        """Every address `getaddrinfo` gives for `host`, in its order, without repeats."""
+        infos = socket.getaddrinfo(host, ALLOWED_PORT, type=socket.SOCK_STREAM)
+        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+    def allows(self, address: str) -> bool:
+        """Only globally routable unicast addresses (`is_public_address`)."""
+        return is_public_address(address)
+
+
+class MappedResolver:
+    """For tests only: resolves exactly the mapped names, and allows their addresses.
+
+    A name not in `mapping` does not resolve (OSError). `port` is the port dialled,
+    so a test can point an allowed name at a local HTTPS server on a free port.
+    """
+
+    def __init__(self, mapping: Mapping[str, str], port: int = ALLOWED_PORT) -> None:
+        self._mapping = dict(mapping)
+        self._addresses = frozenset(self._mapping.values())
+        self.port = port
+
+    def resolve(self, host: str) -> list[str]:
+        """The one mapped address of `host`; OSError if it is not mapped."""
+        if host not in self._mapping:
+            raise OSError(f"{host!r} is not in the test address map")
+        return [self._mapping[host]]
+
+    def allows(self, address: str) -> bool:
+        """Only the addresses named in the map."""
+        return address in self._addresses
