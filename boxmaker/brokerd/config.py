@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.settings_check import describe_validation_error, unknown_variables
+from boxmaker.core.settings_check import settings_from
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
@@ -102,11 +102,6 @@ class BrokerdConfig(BaseSettings):
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:
     """brokerd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
-    unknown = unknown_variables(environ, KNOWN_VARIABLES)
-    if unknown:
-        raise ConfigError(
-            f"unknown environment variable {unknown[0]}; brokerd knows {', '.join(KNOWN_VARIABLES)}"
-        )
     data: dict[str, object] = {}
     if path is not None:
         if not path.is_file():
@@ -115,11 +110,6 @@ def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:
             data = TomlConfigSettingsSource(BrokerdConfig, toml_file=path)()
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    try:
-        config = BrokerdConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, str(path))) from exc
-    if not config.paths.home:
-        home = environ.get("BOXMAKER_HOME") or str(DEFAULT_HOME)
-        config = config.model_copy(update={"paths": config.paths.model_copy(update={"home": home})})
-    return config
+    return settings_from(
+        BrokerdConfig, data, str(path), environ, "brokerd", KNOWN_VARIABLES, str(DEFAULT_HOME)
+    )

@@ -8,9 +8,11 @@ environment here at startup and refuses to start on an unknown one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+from boxmaker.core.errors import ConfigError
 
 PREFIX = "BOXMAKER_"
 
@@ -33,3 +35,53 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
         what = f"`{key}`: {str(first['msg']).removeprefix('Value error, ')}"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{source}: {what}{more}"
+
+
+class _Paths(Protocol):
+    home: str
+
+
+class RoleSettings(Protocol):
+    """What every role's settings class has: a `[paths] home` and pydantic's copy."""
+
+    @property
+    def paths(self) -> _Paths: ...
+
+    @classmethod
+    def model_validate(cls, obj: Any) -> Self: ...
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self: ...
+
+
+S = TypeVar("S", bound=RoleSettings)
+
+
+def settings_from(
+    cls: type[S],
+    data: Mapping[str, object],
+    source: str,
+    environ: Mapping[str, str],
+    role: str,
+    known: Iterable[str] = ("BOXMAKER_HOME",),
+    default_home: str = "/var/lib/boxmaker",
+) -> S:
+    """A role's settings from its file's `data`: unknown variables and keys refused.
+
+    `[paths] home` defaults to `BOXMAKER_HOME`, then `default_home`.
+    """
+    names = tuple(known)
+    unknown = unknown_variables(environ, names)
+    if unknown:
+        raise ConfigError(
+            f"unknown environment variable {unknown[0]}; {role} knows {', '.join(names)}"
+        )
+    try:
+        settings = cls.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, source)) from exc
+    if settings.paths.home:
+        return settings
+    home = environ.get("BOXMAKER_HOME") or default_home
+    paths = settings.paths
+    assert isinstance(paths, BaseModel)
+    return settings.model_copy(update={"paths": paths.model_copy(update={"home": home})})
