@@ -1,0 +1,777 @@
+"""Sandbox conformance: one suite, run against every runtime (bubblewrap and Podman).
+
+Every call is built the way brokerd builds it: grants parsed with
+`parse_grant_file`, a request decided by `boxmaker.core.policy.decide`, and
+`boxmaker.brokerd.runner.run` (which builds the `RunSpec`). The checks are those
+of the sandbox issue: golden argument lists per tool; no route out; only the
+mounts visible; read-only grants; write_file and symlinks cannot leave the
+mount; a symlinked grant path is refused before anything runs; memory, process
+and time limits; nothing left behind after a normal exit, an OOM kill, a
+timeout and a SIGKILL of the brokerd-like parent; http_fetch only to allowed
+hosts, through a local HTTPS server with a CA made by `openssl` at test time.
+
+A runtime this host cannot run is skipped with its preflight lines as the
+reason, except when `CI` is set: there it is a failure.
+
+I/O: temporary directories, cgroups (a private sub-parent per test, so that
+sweeping never touches another run's calls), Podman containers named after the
+test's own home, sockets on loopback only (the public address in the no-route
+test is the one the sandbox must fail to reach), and child processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from boxmaker.brokerd.runner import RunFailure, Runtime, run
+from boxmaker.core.grant_loading import parse_grant_file
+from boxmaker.core.grants import Grant, GrantSet
+from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.policy import Decision, Denial, SessionState, decide
+from boxmaker.sandbox import podman
+from boxmaker.sandbox.bwrap import BwrapRuntime, bwrap_argv
+from boxmaker.sandbox.calls import PROXY_INSIDE, Limits
+from boxmaker.sandbox.cgroups import CgroupError, Cgroups
+from boxmaker.sandbox.podman import PodmanRuntime, ensure_rootfs, podman_argv
+from boxmaker.sandbox.resolvers import MappedResolver
+
+KINDS = ("bwrap", "podman")
+NOW = "2026-11-30T12:00:00.000Z"
+LIMITS = Limits(timeout_s=4.0, memory_bytes=96 * 1024 * 1024, pids=16, output_bytes=1000)
+WAIT_S = 20.0  # deadline for conditions polled after a call
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """Poll `condition` until it returns something truthy; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(delay)  # polling interval, not a wait for an event
+        delay = min(delay * 2, 0.2)
+
+
+# ---------------------------------------------------------------------------
+# availability
+
+
+@pytest.fixture(scope="session")
+def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_rootfs(tmp_path_factory.mktemp("podman") / "rootfs")
+
+
+def preflight(kind: str, rootfs: Path) -> list[str]:
+    if kind == "bwrap":
+        return BwrapRuntime.preflight()
+    return PodmanRuntime.preflight(rootfs)
+
+
+def require(kind: str, rootfs: Path) -> None:
+    """Skip (loudly) or, in CI, fail when this host cannot run `kind`."""
+    problems = preflight(kind, rootfs)
+    if not problems:
+        return
+    reason = f"the {kind} runtime cannot run on this host: " + " | ".join(problems)
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI must run every runtime)")
+    pytest.skip(reason)
+
+
+# ---------------------------------------------------------------------------
+# the sandbox under test: a runtime, grants over a temporary tree, leftovers
+
+
+@dataclass
+class Sandbox:
+    kind: str
+    root: Path  # notes/ (read_file), scratch/ (shell, write_file), secret.txt, outside/
+    home: Path
+    runtime: Runtime
+    grants: GrantSet
+    child_config: dict[str, Any]
+    containers: Callable[[], list[str]]
+    cgroup_dirs: Callable[[], list[str]]
+    sweep: Callable[[], None]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def decide(self, tool: str, **arguments: Any) -> Decision | Denial:
+        request = ToolRequest(session="s", call="c", tool=tool, arguments=json.dumps(arguments))
+        outcome = decide(request, self.grants, SessionState(), NOW)
+        assert isinstance(outcome, Decision | Denial), outcome
+        return outcome
+
+    def call(self, tool: str, **arguments: Any) -> ResultResponse | FailedResponse:
+        decision = self.decide(tool, **arguments)
+        assert isinstance(decision, Decision), decision
+        return run(decision, self.runtime)
+
+    def shell(self, command: str) -> ResultResponse | FailedResponse:
+        return self.call("shell", command=command, cwd=str(self.root / "scratch"))
+
+    def leftovers(self, marker: str | None = None) -> list[str]:
+        found = [f"container {name}" for name in self.containers()]
+        found += [f"cgroup {path}" for path in self.cgroup_dirs()]
+        if marker is not None:
+            found += [f"process {pid}" for pid in processes_with(marker)]
+        return found
+
+    def assert_nothing_left(self, marker: str | None = None) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while (left := self.leftovers(marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling interval, not a wait for an event
+        assert left == [], f"left behind by the call: {left}"
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids (not ours) whose command line holds `marker`."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def grant(name: str, text: str) -> Grant:
+    parsed, problems = parse_grant_file(name, text.encode())
+    assert parsed is not None, problems
+    return parsed
+
+
+def make_grants(root: Path) -> GrantSet:
+    auto = 'mode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'
+    return GrantSet(
+        grants=(
+            grant("notes.toml", f'tool = "read_file"\n{auto}constraints.paths = ["{root}/notes"]'),
+            grant(
+                "linked.toml", f'tool = "read_file"\n{auto}constraints.paths = ["{root}/linked"]'
+            ),
+            grant("shell.toml", f'tool = "shell"\n{auto}constraints.paths = ["{root}/scratch"]'),
+            grant(
+                "write.toml", f'tool = "write_file"\n{auto}constraints.paths = ["{root}/scratch"]'
+            ),
+            grant(
+                "fetch.toml",
+                'tool = "http_fetch"\nmode = "auto"\nmax_taint = "secret"\n'
+                'result_class = "public"\nuntrusted = true\n'
+                'constraints.hosts = ["allowed.test", "unmapped.test"]',
+            ),
+        )
+    )
+
+
+def make_tree(root: Path) -> None:
+    (root / "notes").mkdir()
+    (root / "notes" / "a.md").write_text("hello notes\n")
+    (root / "secret.txt").write_text("the secret outside every grant\n")
+    (root / "notes" / "evil").symlink_to(root / "secret.txt")
+    (root / "notes" / "shadow").symlink_to("/etc/shadow")
+    (root / "linked").symlink_to(root / "notes")
+    (root / "scratch").mkdir()
+    (root / "outside").mkdir()
+    (root / "outside" / "kept.txt").write_text("unchanged\n")
+    (root / "scratch" / "escape").symlink_to(root / "outside")
+    (root / "scratch" / "kept-link.txt").symlink_to(root / "outside" / "kept.txt")
+
+
+@contextlib.contextmanager
+def private_cgroups() -> Iterator[Cgroups]:
+    """A sub-parent of the host's boxmaker cgroups, for this test's calls alone."""
+    try:
+        host = Cgroups.detect()
+    except CgroupError as exc:
+        pytest.fail(f"bwrap preflight passed but cgroups failed: {exc}")
+    sub = f"test-{uuid.uuid4().hex[:12]}"
+    parents = tuple(parent / sub for parent in host.parents)
+    for parent in parents:
+        parent.mkdir()
+    if host.version == 2:
+        (parents[0] / "cgroup.subtree_control").write_text("+memory +pids")
+    cgroups = Cgroups(parents=parents, version=host.version)
+    try:
+        yield cgroups
+    finally:
+        cgroups.sweep()
+        for parent in parents:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+
+
+@pytest.fixture
+def short_home() -> Iterator[Path]:
+    """brokerd's home, short: the egress socket's path must fit in 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="bx-") as folder:
+        yield Path(folder)
+
+
+@pytest.fixture(params=KINDS)
+def sandbox(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    short_home: Path,
+    rootfs: Path,
+    https: Https,
+) -> Iterator[Sandbox]:
+    kind: str = request.param
+    require(kind, rootfs)
+    root = tmp_path.resolve()
+    make_tree(root)
+    grants = make_grants(root)
+    resolver = MappedResolver({"allowed.test": "127.0.0.1"}, port=https.port)
+    base_config: dict[str, Any] = {
+        "kind": kind,
+        "home": str(short_home),
+        "shell_grant": f'tool = "shell"\nmode = "auto"\nmax_taint = "secret"\n'
+        f'result_class = "private"\nconstraints.paths = ["{root}/scratch"]',
+        "cwd": str(root / "scratch"),
+    }
+    if kind == "bwrap":
+        with private_cgroups() as cgroups:
+            yield Sandbox(
+                kind=kind,
+                root=root,
+                home=short_home,
+                runtime=BwrapRuntime(
+                    short_home, LIMITS, cgroups, resolver=resolver, ca_file=https.ca
+                ),
+                grants=grants,
+                child_config={
+                    **base_config,
+                    "parents": [str(p) for p in cgroups.parents],
+                    "version": cgroups.version,
+                },
+                containers=list,
+                cgroup_dirs=lambda: [
+                    str(d) for parent in cgroups.parents for d in parent.iterdir() if d.is_dir()
+                ],
+                sweep=lambda: print(f"swept {cgroups.sweep()} cgroups"),
+            )
+        return
+    runtime = PodmanRuntime(short_home, LIMITS, resolver=resolver, ca_file=https.ca, rootfs=rootfs)
+    prefix = podman.name_prefix(short_home)
+
+    def containers() -> list[str]:
+        listed = subprocess.run(
+            [podman.PODMAN, "ps", "--all", f"--filter=label={podman.LABEL}", "--format={{.Names}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return [name for name in listed.stdout.split() if name.startswith(prefix)]
+
+    yield Sandbox(
+        kind=kind,
+        root=root,
+        home=short_home,
+        runtime=runtime,
+        grants=grants,
+        child_config={**base_config, "rootfs": str(rootfs)},
+        containers=containers,
+        cgroup_dirs=list,
+        sweep=lambda: print(f"swept {runtime.sweep()} containers"),
+    )
+    runtime.sweep()
+
+
+# ---------------------------------------------------------------------------
+# golden argument lists (pure: no runtime needs to be available)
+
+
+def decision_for(tool: str, **arguments: Any) -> Decision:
+    root = Path("/home/owner")
+    grants = GrantSet(
+        grants=(
+            grant(
+                "r.toml",
+                'tool = "read_file"\nmode = "auto"\nmax_taint = "secret"\n'
+                f'result_class = "private"\nconstraints.paths = ["{root}/notes"]',
+            ),
+            grant(
+                "w.toml",
+                'tool = "write_file"\nmode = "auto"\nmax_taint = "secret"\n'
+                f'result_class = "private"\nconstraints.paths = ["{root}/scratch"]',
+            ),
+            grant(
+                "s.toml",
+                'tool = "shell"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'
+                f'constraints.paths = ["{root}/scratch", "{root}/data"]',
+            ),
+            grant(
+                "f.toml",
+                'tool = "http_fetch"\nmode = "auto"\nmax_taint = "secret"\n'
+                'result_class = "public"\nconstraints.hosts = ["example.org"]',
+            ),
+        )
+    )
+    request = ToolRequest(session="s", call="c", tool=tool, arguments=json.dumps(arguments))
+    outcome = decide(request, grants, SessionState(), NOW)
+    assert isinstance(outcome, Decision), outcome
+    return outcome
+
+
+GOLDEN_CALLS = {
+    "read_file": {"path": "/home/owner/notes/a.md"},
+    "write_file": {"path": "/home/owner/scratch/out.txt", "content": "x"},
+    "shell": {"command": "ls", "cwd": "/home/owner/scratch"},
+    "http_fetch": {"url": "https://example.org/"},
+}
+SOCKET = Path("/home/owner/.boxmaker/run/egress/bx-1.sock")
+CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+BWRAP_MOUNTS = {
+    "read_file": ["--ro-bind", "/home/owner/notes", "/home/owner/notes"],
+    "write_file": ["--bind", "/home/owner/scratch", "/home/owner/scratch"],
+    "shell": [
+        "--bind", "/home/owner/scratch", "/home/owner/scratch",
+        "--bind", "/home/owner/data", "/home/owner/data",
+    ],
+    "http_fetch": [
+        "--ro-bind", str(CA), "/run/boxmaker/ca.crt",
+        "--bind", str(SOCKET), "/run/boxmaker/egress.sock",
+    ],
+}  # fmt: skip
+
+PODMAN_MOUNTS = {
+    "read_file": [
+        "--mount=type=bind,source=/home/owner/notes,destination=/home/owner/notes,ro=true"
+    ],
+    "write_file": ["--mount=type=bind,source=/home/owner/scratch,destination=/home/owner/scratch"],
+    "shell": [
+        "--mount=type=bind,source=/home/owner/scratch,destination=/home/owner/scratch",
+        "--mount=type=bind,source=/home/owner/data,destination=/home/owner/data",
+    ],
+    "http_fetch": [
+        f"--mount=type=bind,source={CA},destination=/run/boxmaker/ca.crt,ro=true",
+        f"--mount=type=bind,source={SOCKET},destination=/run/boxmaker/egress.sock",
+    ],
+}
+
+
+@pytest.mark.parametrize("tool", list(GOLDEN_CALLS))
+def test_bwrap_argv_is_golden(tool: str) -> None:
+    spec_decision = decision_for(tool, **GOLDEN_CALLS[tool])
+    from boxmaker.brokerd.runner import build_spec
+
+    spec = build_spec(spec_decision)
+    egress = SOCKET if tool == "http_fetch" else None
+    lib64 = ["--symlink", "usr/lib64", "/lib64"] if Path("/usr/lib64").is_dir() else []
+    expected = [
+        "/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+        "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+        "--symlink", "usr/lib", "/lib", *lib64,
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        *BWRAP_MOUNTS[tool],
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+        "--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp",
+        "/usr/bin/python3", "-I", "-S", "-c",
+    ]  # fmt: skip
+    argv = bwrap_argv(spec, egress, CA)
+    assert argv[:-1] == expected
+    assert "def main()" in argv[-1]
+
+
+@pytest.mark.parametrize("tool", list(GOLDEN_CALLS))
+def test_podman_argv_is_golden(tool: str) -> None:
+    from boxmaker.brokerd.runner import build_spec
+
+    spec = build_spec(decision_for(tool, **GOLDEN_CALLS[tool]))
+    egress = SOCKET if tool == "http_fetch" else None
+    limits = Limits(timeout_s=60.0, memory_bytes=512 * 1024 * 1024, pids=64, output_bytes=1000)
+    expected = [
+        "/usr/bin/podman", "--events-backend=none", "run", "--rm", "--interactive",
+        "--name=bx-1", "--label=boxmaker=call", "--timeout=68",
+        "--pull=never", "--log-driver=none", "--network=none", "--no-hosts",
+        "--passwd=false", "--http-proxy=false", "--hostname=sandbox", "--read-only",
+        "--cap-drop=all", "--security-opt=no-new-privileges",
+        "--uidmap=65534:0:1", "--gidmap=65534:0:1", "--user=65534:65534",
+        "--sysctl=net.ipv4.ping_group_range=65534 65534",
+        "--memory=536870912", "--memory-swap=536870912", "--pids-limit=64",
+        "--ulimit=nofile=1024:1024", "--ulimit=nproc=1024:1024",
+        "--mount=type=bind,source=/usr,destination=/usr,ro=true", "--tmpfs=/tmp",
+        *PODMAN_MOUNTS[tool],
+        "--unsetenv-all", "--env=PATH=/usr/bin:/bin", "--env=HOME=/tmp",
+        "--env=LANG=C.UTF-8", "--workdir=/tmp",
+        "--rootfs", "/var/lib/boxmaker-sandbox/rootfs:O",
+        "/usr/bin/python3", "-I", "-S", "-c",
+    ]  # fmt: skip
+    argv = podman_argv(spec, "bx-1", egress, CA, limits, Path("/var/lib/boxmaker-sandbox/rootfs"))
+    assert argv[:-1] == expected
+    assert "def main()" in argv[-1]
+    assert "OUT_OF_MEMORY" in argv[-1]
+
+
+def test_podman_refuses_a_path_mount_cannot_carry() -> None:
+    assert podman.mount_problem("/home/owner/a,b") is not None
+    assert podman.mount_problem("/home/owner/a:b") is None
+
+
+# ---------------------------------------------------------------------------
+# a local HTTPS server with a throwaway CA
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA (ca.pem) and a server certificate for allowed.test and other.test."""
+    if shutil.which("openssl") is None:
+        if os.environ.get("CI"):
+            pytest.fail("openssl is needed to make the test CA")
+        pytest.skip("openssl is not installed (needed to make the test CA)")
+    folder = tmp_path_factory.mktemp("certs")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+             "-subj", "/CN=boxmaker conformance CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign", cwd=folder)  # fmt: skip
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=allowed.test", cwd=folder)  # fmt: skip
+    (folder / "ext.cnf").write_text(
+        "subjectAltName=DNS:allowed.test,DNS:other.test,DNS:unmapped.test\n"
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+    )
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "ext.cnf",
+             cwd=folder)  # fmt: skip
+    (folder / "ca.pem").chmod(0o644)
+    return folder
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    context: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self.context.wrap_socket(request, server_side=True) as tls:
+            self.RequestHandlerClass(tls, client_address, self)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client refused mid-handshake is part of the tests
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/away":
+            self.send_response(302)
+            self.send_header("Location", "https://other.test/")
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            return
+        body = f"hello from {self.headers['Host']}".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Https:
+    port: int
+    ca: Path
+
+
+@pytest.fixture(scope="session")
+def https(certs: Path) -> Iterator[Https]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.context.load_cert_chain(certs / "server.pem", certs / "server.key")
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield Https(port=server.server_address[1], ca=certs / "ca.pem")
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP listener on every host address (the sandbox must reach none of them)."""
+    with socket.create_server(("0.0.0.0", 0)) as server:  # noqa: S104 - the test target
+        yield server.getsockname()[1]
+
+
+def host_address() -> str | None:
+    """A local, non-loopback address of this host (no packet is sent to find it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: a route lookup, nothing sent
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address  # noqa: S104
+
+
+# ---------------------------------------------------------------------------
+# the checks
+
+
+CONNECT = (
+    "python3 -c 'import socket,sys; s=socket.socket(); s.settimeout(3);"
+    ' print("CONNECT", s.connect_ex((sys.argv[1], int(sys.argv[2])))); s.close()\' {} {}'
+)
+
+
+@pytest.mark.parametrize("target", ["host-loopback", "host-address", "public"])
+def test_no_route_out(sandbox: Sandbox, listener: int, target: str) -> None:
+    if target == "host-loopback":
+        address, port = "127.0.0.1", listener
+    elif target == "host-address":
+        found = host_address()
+        if found is None:
+            pytest.skip("this host has no non-loopback address to try")
+        address, port = found, listener
+    else:
+        address, port = "1.1.1.1", 443
+    if target != "public":  # the control: the listener is reachable from the host
+        with socket.create_connection((address, port), timeout=3):
+            pass
+    response = sandbox.shell(CONNECT.format(address, port))
+    assert isinstance(response, ResultResponse), response
+    assert "CONNECT " in response.content, response.content
+    status = response.content.split("CONNECT ", 1)[1].split()[0]
+    assert status != "0", f"the sandbox reached {address}:{port}"
+
+
+def test_only_the_mounts_are_visible(sandbox: Sandbox) -> None:
+    home = Path.home()
+    paths = ["/etc/shadow", "/etc/passwd", "/root", str(home), str(sandbox.root / "secret.txt")]
+    if str(home).startswith(str(sandbox.root)):
+        paths.remove(str(home))
+    script = "; ".join(f'test -e "{p}" && echo "PRESENT {p}" || echo "ABSENT {p}"' for p in paths)
+    response = sandbox.shell(f"{script}; ls {sandbox.root}")
+    assert isinstance(response, ResultResponse), response
+    for path in paths:
+        assert f"ABSENT {path}\n" in response.content, response.content
+    listed = response.content.split("\n")[len(paths) :]
+    assert sorted(line for line in listed if line and not line.startswith("[")) == ["scratch"]
+
+
+def test_read_file_reads_its_grant(sandbox: Sandbox) -> None:
+    response = sandbox.call("read_file", path=str(sandbox.root / "notes" / "a.md"))
+    assert isinstance(response, ResultResponse), response
+    assert response.content == "hello notes\n"
+    assert response.truncated is False
+    sandbox.assert_nothing_left()
+
+
+def test_read_only_grants_cannot_be_written(sandbox: Sandbox) -> None:
+    """A shell cannot write through a read_file grant (it is not even mounted there)."""
+    target = sandbox.root / "notes" / "a.md"
+    response = sandbox.shell(f'echo changed > "{target}"; echo written=$?')
+    assert isinstance(response, ResultResponse), response
+    assert "written=0" not in response.content
+    assert target.read_text() == "hello notes\n"
+    # read_file's mount is read-only: the golden list shows --ro-bind / ro=true
+
+
+def test_write_file_writes_inside_its_mount(sandbox: Sandbox) -> None:
+    target = sandbox.root / "scratch" / "out.txt"
+    response = sandbox.call("write_file", path=str(target), content="written\n")
+    assert isinstance(response, ResultResponse), response
+    assert target.read_text() == "written\n"
+
+
+@pytest.mark.parametrize("through", ["directory-link", "file-link"])
+def test_write_file_cannot_write_outside_its_mount(sandbox: Sandbox, through: str) -> None:
+    if through == "directory-link":
+        path = sandbox.root / "scratch" / "escape" / "new.txt"
+    else:
+        path = sandbox.root / "scratch" / "kept-link.txt"
+    response = sandbox.call("write_file", path=str(path), content="escaped\n")
+    assert response == FailedResponse(message=RunFailure.WRITE_FAILED.value)
+    assert sorted(p.name for p in (sandbox.root / "outside").iterdir()) == ["kept.txt"]
+    assert (sandbox.root / "outside" / "kept.txt").read_text() == "unchanged\n"
+
+
+@pytest.mark.parametrize("link", ["evil", "shadow"])
+def test_a_symlink_to_outside_reads_nothing(sandbox: Sandbox, link: str) -> None:
+    response = sandbox.call("read_file", path=str(sandbox.root / "notes" / link))
+    assert response == FailedResponse(message=RunFailure.NOT_FOUND.value)
+
+
+def test_a_symlinked_grant_path_is_refused_before_anything_runs(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise AssertionError("a process was started for a refused grant path")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    response = sandbox.call("read_file", path=str(sandbox.root / "linked" / "a.md"))
+    assert response == FailedResponse(message=RunFailure.GRANT_PATH_UNSAFE.value)
+    assert started == []
+    monkeypatch.undo()
+    assert sandbox.leftovers() == []
+
+
+def test_shell_exit_status_is_a_result(sandbox: Sandbox) -> None:
+    response = sandbox.shell("echo before; exit 3")
+    assert isinstance(response, ResultResponse), response
+    assert response.content == "before\n\n[exit status 3]"
+    assert response.class_.value == "private"
+    sandbox.assert_nothing_left()
+
+
+def test_output_is_capped(sandbox: Sandbox) -> None:
+    response = sandbox.shell("yes | head -c 5000")
+    assert isinstance(response, ResultResponse), response
+    assert response.truncated is True
+    body = response.content.rsplit("\n[exit status", 1)[0]
+    assert len(body.encode()) <= LIMITS.output_bytes + 1
+
+
+def test_memory_limit_holds(
+    sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"oom{uuid.uuid4().hex[:8]}"
+    cwd = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(cwd)  # conmon once wrote an `oom` file into the client's cwd
+    response = sandbox.shell(f"M={marker}; python3 -c 'x = bytearray(512 << 20)'; echo $M")
+    assert response == FailedResponse(message=RunFailure.OUT_OF_MEMORY.value)
+    sandbox.assert_nothing_left(marker)
+    assert list(cwd.iterdir()) == []
+
+
+def test_process_limit_holds(sandbox: Sandbox) -> None:
+    response = sandbox.shell("for i in $(seq 40); do sleep 1 & done; wait; echo end")
+    assert isinstance(response, ResultResponse), response
+    assert "fork" in response.content.lower(), response.content
+    sandbox.assert_nothing_left()
+
+
+def test_time_limit_holds(sandbox: Sandbox) -> None:
+    marker = f"slow{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    response = sandbox.shell(f"M={marker}; sleep 30; echo $M")
+    elapsed = time.monotonic() - started
+    assert response == FailedResponse(message=RunFailure.TIMED_OUT.value)
+    assert elapsed < 25, elapsed
+    sandbox.assert_nothing_left(marker)
+
+
+CHILD = """
+import json, sys
+from pathlib import Path
+from boxmaker.brokerd.runner import run
+from boxmaker.core.grant_loading import parse_grant_file
+from boxmaker.core.grants import GrantSet
+from boxmaker.core.messages import ToolRequest
+from boxmaker.core.policy import SessionState, decide
+from boxmaker.sandbox.calls import Limits
+
+config = json.loads(sys.stdin.readline())
+limits = Limits(timeout_s=120.0, memory_bytes=96 << 20, pids=16, output_bytes=1000)
+if config["kind"] == "bwrap":
+    from boxmaker.sandbox.bwrap import BwrapRuntime
+    from boxmaker.sandbox.cgroups import Cgroups
+
+    parents = tuple(Path(p) for p in config["parents"])
+    runtime = BwrapRuntime(Path(config["home"]), limits, Cgroups(parents, config["version"]))
+else:
+    from boxmaker.sandbox.podman import PodmanRuntime
+
+    runtime = PodmanRuntime(Path(config["home"]), limits, rootfs=Path(config["rootfs"]))
+grant, problems = parse_grant_file("shell.toml", config["shell_grant"].encode())
+arguments = json.dumps({"command": config["command"], "cwd": config["cwd"]})
+request = ToolRequest(session="s", call="c", tool="shell", arguments=arguments)
+decision = decide(request, GrantSet(grants=(grant,)), SessionState(), config["now"])
+print(run(decision, runtime), flush=True)
+"""
+
+
+def test_nothing_survives_a_sigkill_of_the_parent(sandbox: Sandbox) -> None:
+    marker = f"orphan{uuid.uuid4().hex[:8]}"
+    config = {**sandbox.child_config, "now": NOW, "command": f"M={marker}; sleep 30; echo $M"}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as child:
+        assert child.stdin is not None
+        child.stdin.write((json.dumps(config) + "\n").encode())
+        child.stdin.close()
+        try:
+            wait_for(lambda: processes_with(marker), "the call's shell to start", timeout=60)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+    sandbox.sweep()
+    sandbox.assert_nothing_left(marker)
+
+
+def test_http_fetch_reaches_an_allowed_host(sandbox: Sandbox) -> None:
+    response = sandbox.call("http_fetch", url="https://allowed.test/")
+    assert isinstance(response, ResultResponse), response
+    assert response.content.startswith("HTTP 200 OK\n"), response.content
+    assert response.content.endswith("\n\nhello from allowed.test")
+    assert response.untrusted is True
+    assert not list((sandbox.home / "run" / "egress").iterdir())  # the proxy is gone
+    sandbox.assert_nothing_left()
+
+
+def test_http_fetch_is_refused_a_redirect_to_another_host(sandbox: Sandbox) -> None:
+    response = sandbox.call("http_fetch", url="https://allowed.test/away")
+    assert response == FailedResponse(message=RunFailure.FETCH_REFUSED.value)
+
+
+def test_http_fetch_is_refused_a_host_that_resolves_to_nothing_allowed(sandbox: Sandbox) -> None:
+    """unmapped.test is in the grant, but the proxy's resolver does not allow it."""
+    response = sandbox.call("http_fetch", url="https://unmapped.test/")
+    assert response == FailedResponse(message=RunFailure.FETCH_REFUSED.value)
+
+
+@pytest.mark.parametrize("url", ["https://other.test/", "https://127.0.0.1/"])
+def test_http_fetch_to_another_host_or_an_ip_is_denied_by_policy(
+    sandbox: Sandbox, url: str
+) -> None:
+    """Refused before the sandbox: no spec is built. The proxy's own refusal of IP
+    literals and unlisted names is covered by tests/sandbox/test_egress.py."""
+    assert isinstance(sandbox.decide("http_fetch", url=url), Denial)
+
+
+def test_shell_has_no_proxy_socket(sandbox: Sandbox) -> None:
+    response = sandbox.shell(f'test -e "{PROXY_INSIDE}" && echo PRESENT || echo ABSENT')
+    assert isinstance(response, ResultResponse), response
+    assert response.content.startswith("ABSENT\n"), response.content
