@@ -65,4 +65,5 @@ def make_runtime(config: BrokerdConfig) -> Runtime:
 
 def _refuse_if(backend: str, problems: list[str]) -> None:
     if problems:
-        raise StartupError(f"runner {backend} cannot run here: {'; '.join(problems)}; {POINTER}")
+        lines = [p.removesuffix(POINTER).rstrip("; ") for p in problems]
+        raise StartupError(f"runner {backend} cannot run here: {'; '.join(lines)}; {POINTER}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,9 +62,10 @@ class CallGroup:
                 return True
         return False
 
-    def kill_all(self) -> None:
-        """SIGKILL every process still in the group, until none is left (bounded)."""
-        for _ in range(100):
+    def kill_all(self, deadline_s: float = 5.0) -> None:
+        """SIGKILL every process still in the group, until none is left (or the deadline)."""
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
             pids: set[int] = set()
             for directory in self.dirs:
                 try:
@@ -77,6 +79,7 @@ class CallGroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     continue
+            time.sleep(0.005)  # killed processes leave the group once they are reaped
         log.error("event=cgroup_not_empty dirs=%s", self.dirs)
 
     def remove(self) -> None:

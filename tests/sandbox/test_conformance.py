@@ -22,17 +22,13 @@ test is the one the sandbox must fail to reach), and child processes.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
-import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,6 +49,7 @@ from boxmaker.sandbox.calls import PROXY_INSIDE, Limits
 from boxmaker.sandbox.cgroups import CgroupError, Cgroups
 from boxmaker.sandbox.podman import PodmanRuntime, ensure_rootfs, podman_argv
 from boxmaker.sandbox.resolvers import MappedResolver
+from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
 
 KINDS = ("bwrap", "podman")
 NOW = "2026-11-30T12:00:00.000Z"
@@ -238,7 +235,7 @@ def sandbox(
     tmp_path: Path,
     short_home: Path,
     rootfs: Path,
-    https: Https,
+    https: LocalHttps,
 ) -> Iterator[Sandbox]:
     kind: str = request.param
     require(kind, rootfs)
@@ -440,86 +437,23 @@ def test_podman_refuses_a_path_mount_cannot_carry() -> None:
 # a local HTTPS server with a throwaway CA
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA (ca.pem) and a server certificate for allowed.test and other.test."""
-    if shutil.which("openssl") is None:
+    """A CA (ca.pem) and a server certificate for allowed.test, other.test, unmapped.test."""
+    try:
+        names = ("allowed.test", "other.test", "unmapped.test")
+        return make_test_certs(tmp_path_factory.mktemp("certs"), names)
+    except OpensslMissingError as exc:
         if os.environ.get("CI"):
-            pytest.fail("openssl is needed to make the test CA")
-        pytest.skip("openssl is not installed (needed to make the test CA)")
-    folder = tmp_path_factory.mktemp("certs")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-             "-subj", "/CN=boxmaker conformance CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign", cwd=folder)  # fmt: skip
-    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=allowed.test", cwd=folder)  # fmt: skip
-    (folder / "ext.cnf").write_text(
-        "subjectAltName=DNS:allowed.test,DNS:other.test,DNS:unmapped.test\n"
-        "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-    )
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "ext.cnf",
-             cwd=folder)  # fmt: skip
-    (folder / "ca.pem").chmod(0o644)
-    return folder
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    context: ssl.SSLContext
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        with self.context.wrap_socket(request, server_side=True) as tls:
-            self.RequestHandlerClass(tls, client_address, self)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client refused mid-handshake is part of the tests
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        if self.path == "/away":
-            self.send_response(302)
-            self.send_header("Location", "https://other.test/")
-            self.send_header("Content-Length", "0")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            return
-        body = f"hello from {self.headers['Host']}".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@dataclass
-class Https:
-    port: int
-    ca: Path
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
-def https(certs: Path) -> Iterator[Https]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.context.load_cert_chain(certs / "server.pem", certs / "server.key")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield Https(port=server.server_address[1], ca=certs / "ca.pem")
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+def https(certs: Path) -> Iterator[LocalHttps]:
+    """Answers `hello from <Host>`; /away redirects to other.test."""
+    with LocalHttps(certs, redirects={"/away": "https://other.test/"}) as server:
+        yield server
 
 
 @pytest.fixture

@@ -8,17 +8,14 @@ the table given to `PublicResolver.allows`, which does no I/O.
 from __future__ import annotations
 
 import contextlib
-import http.server
-import shutil
+import os
 import socket
 import ssl
 import stat
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ from boxmaker.sandbox.resolvers import (
     Resolver,
     is_public_address,
 )
+from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
 
 NAMES = ("allowed.test", "other.test", "a.allowed.test")
 TIMEOUT = 10.0
@@ -39,83 +37,22 @@ TIMEOUT = 10.0
 # a throwaway CA and a local HTTPS server
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA (ca.pem) and a server certificate (server.pem, server.key) for NAMES."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed (the cryptography package is not either)")
-    folder = tmp_path_factory.mktemp("certs")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-             "-subj", "/CN=boxmaker test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign", cwd=folder)  # fmt: skip
-    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=allowed.test", cwd=folder)  # fmt: skip
-    sans = ",".join(f"DNS:{name}" for name in (*NAMES, "*.allowed.test"))
-    (folder / "ext.cnf").write_text(
-        f"subjectAltName={sans}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-    )
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "ext.cnf",
-             cwd=folder)  # fmt: skip
-    return folder
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    accepted = 0
-    context: ssl.SSLContext
-
-    def get_request(self) -> tuple[socket.socket, object]:
-        request, address = self.socket.accept()
-        self.accepted += 1
-        return request, address
-
-    def finish_request(self, request: object, client_address: object) -> None:
-        assert isinstance(request, socket.socket)
-        with self.context.wrap_socket(request, server_side=True) as tls:
-            self.RequestHandlerClass(tls, client_address, self)  # type: ignore[arg-type]
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # clients that hang up mid-handshake are part of the tests
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"hello from {self.headers['Host']}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@dataclass
-class Https:
-    port: int
-    ca: Path
-    server: _Server
+    """A CA (ca.pem) and a server certificate for NAMES and *.allowed.test."""
+    try:
+        return make_test_certs(tmp_path_factory.mktemp("certs"), (*NAMES, "*.allowed.test"))
+    except OpensslMissingError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
-def https(certs: Path) -> Iterator[Https]:
+def https(certs: Path) -> Iterator[LocalHttps]:
     """An HTTPS server on 127.0.0.1 that answers `hello from <Host>`."""
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server.context.load_cert_chain(certs / "server.pem", certs / "server.key")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield Https(port=server.server_address[1], ca=certs / "ca.pem", server=server)
-    server.shutdown()
-    server.server_close()
-    thread.join(TIMEOUT)
+    with LocalHttps(certs) as server:
+        yield server
 
 
 @pytest.fixture
@@ -126,7 +63,7 @@ def run_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def proxy_for(run_dir: Path, https: Https) -> Iterator[Callable[..., EgressProxy]]:
+def proxy_for(run_dir: Path, https: LocalHttps) -> Iterator[Callable[..., EgressProxy]]:
     """Start proxies for the test (patterns, optional resolver and limits); close them."""
     proxies: list[EgressProxy] = []
 
@@ -238,7 +175,9 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 # tests
 
 
-def test_allowed_host_returns_the_page(proxy_for: Callable[..., EgressProxy], https: Https) -> None:
+def test_allowed_host_returns_the_page(
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
+) -> None:
     proxy = proxy_for(("allowed.test",))
     assert fetch(proxy, "allowed.test", https.ca) == "hello from allowed.test"
     [event] = proxy.events
@@ -246,12 +185,12 @@ def test_allowed_host_returns_the_page(proxy_for: Callable[..., EgressProxy], ht
 
 
 def test_host_not_on_the_list_is_refused_and_never_connected(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     proxy = proxy_for(("allowed.test",))
-    before = https.server.accepted
+    before = https.accepted
     assert refused(proxy, _request(3, _domain("other.test"), 443)) == 0x02
-    assert https.server.accepted == before
+    assert https.accepted == before
     [event] = proxy.events
     assert (event.host, event.verdict) == ("other.test", Verdict.refused)
 
@@ -262,12 +201,12 @@ def test_host_not_on_the_list_is_refused_and_never_connected(
     ids=["ipv4", "ipv6"],
 )
 def test_ip_address_types_are_refused(
-    proxy_for: Callable[..., EgressProxy], https: Https, atyp: int, address: bytes
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, atyp: int, address: bytes
 ) -> None:
     proxy = proxy_for(("allowed.test",), MappedResolver({"allowed.test": "127.0.0.1"}))
-    before = https.server.accepted
+    before = https.accepted
     assert refused(proxy, _request(atyp, address, 443)) == 0x08
-    assert https.server.accepted == before
+    assert https.accepted == before
     assert [e.verdict for e in proxy.events] == [Verdict.refused]
 
 
@@ -275,7 +214,7 @@ def test_ip_address_types_are_refused(
     "name", ["127.0.0.1", "::1", "[::1]", "2130706433", "0x7f.0.0.1", "Allowed.test", ""]
 )
 def test_domain_names_that_are_not_host_names_are_refused(
-    proxy_for: Callable[..., EgressProxy], https: Https, name: str
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, name: str
 ) -> None:
     resolver = MappedResolver({name: "127.0.0.1", "allowed.test": "127.0.0.1"}, port=https.port)
     proxy = proxy_for(("allowed.test", "*.allowed.test"), resolver)
@@ -291,12 +230,12 @@ def test_a_non_ascii_name_is_refused(proxy_for: Callable[..., EgressProxy]) -> N
 
 @pytest.mark.parametrize("port", [80, 8443, 0, 65535])
 def test_ports_other_than_443_are_refused(
-    proxy_for: Callable[..., EgressProxy], https: Https, port: int
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, port: int
 ) -> None:
     proxy = proxy_for(("allowed.test",))
-    before = https.server.accepted
+    before = https.accepted
     assert refused(proxy, _request(3, _domain("allowed.test"), port)) == 0x02
-    assert https.server.accepted == before
+    assert https.accepted == before
 
 
 class _MappedButPublicOnly(MappedResolver):
@@ -307,14 +246,14 @@ class _MappedButPublicOnly(MappedResolver):
 
 
 def test_a_name_resolving_to_loopback_is_refused_under_public_rules(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     proxy = proxy_for(
         ("allowed.test",), _MappedButPublicOnly({"allowed.test": "127.0.0.1"}, port=https.port)
     )
-    before = https.server.accepted
+    before = https.accepted
     assert refused(proxy, _request(3, _domain("allowed.test"), 443)) == 0x02
-    assert https.server.accepted == before
+    assert https.accepted == before
     assert "non-public address 127.0.0.1" in proxy.events[0].reason
 
 
@@ -360,14 +299,14 @@ def test_mapped_resolver_resolves_only_mapped_names() -> None:
 
 
 def test_a_name_on_the_list_but_not_in_the_map_does_not_resolve(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     proxy = proxy_for(("allowed.test", "*.test"), MappedResolver({}, port=https.port))
     assert refused(proxy, _request(3, _domain("allowed.test"), 443)) == 0x04
 
 
 def test_a_refused_connection_upstream_is_reported(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     with socket.socket() as probe:  # a port nobody listens on once this closes
         probe.bind(("127.0.0.1", 0))
@@ -381,7 +320,7 @@ def test_a_refused_connection_upstream_is_reported(
     [("a.allowed.test", 0x00), ("allowed.test", 0x02), ("a.other.test", 0x02)],
 )
 def test_wildcard_patterns_match_names_under_them_only(
-    proxy_for: Callable[..., EgressProxy], https: Https, host: str, expected: int
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, host: str, expected: int
 ) -> None:
     mapping = {"a.allowed.test": "127.0.0.1", "allowed.test": "127.0.0.1"}
     proxy = proxy_for(
@@ -394,7 +333,7 @@ def test_wildcard_patterns_match_names_under_them_only(
 
 
 def test_two_connections_are_judged_independently(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     proxy = proxy_for(("allowed.test",))
     first, code = connect_name(proxy, "allowed.test")
@@ -444,7 +383,7 @@ def test_two_connections_are_judged_independently(
     ],
 )
 def test_malformed_input_is_dropped_and_the_proxy_still_serves(
-    proxy_for: Callable[..., EgressProxy], https: Https, payload: bytes, answer: bytes
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, payload: bytes, answer: bytes
 ) -> None:
     proxy = proxy_for(("allowed.test",))
     with _open(proxy) as sock:
@@ -474,14 +413,14 @@ def test_an_idle_relay_is_closed(proxy_for: Callable[..., EgressProxy]) -> None:
 
 
 def test_a_relay_over_its_byte_cap_is_cut(
-    proxy_for: Callable[..., EgressProxy], https: Https
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
     proxy = proxy_for(("allowed.test",), max_relay_bytes=200)
     with pytest.raises((ssl.SSLError, ConnectionError)):
         fetch(proxy, "allowed.test", https.ca)
 
 
-def test_close_ends_open_relays_and_removes_the_socket(run_dir: Path, https: Https) -> None:
+def test_close_ends_open_relays_and_removes_the_socket(run_dir: Path, https: LocalHttps) -> None:
     resolver = MappedResolver({"allowed.test": "127.0.0.1"}, port=https.port)
     proxy = EgressProxy(run_dir / "egress.sock", ("allowed.test",), resolver)
     with proxy:
