@@ -83,17 +83,14 @@ class CallGroup:
         log.error("event=cgroup_not_empty dirs=%s", self.dirs)
 
     def remove(self) -> None:
+        """Kill what is left in the group, then remove its directories."""
         self.kill_all()
         for directory in self.dirs:
-            for _ in range(100):
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # EBUSY while the last process is being reaped
-                    self.kill_all()
-            else:
+            try:
+                directory.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
                 log.error("event=cgroup_not_removed dir=%s", directory)
 
 
