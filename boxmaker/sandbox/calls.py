@@ -48,8 +48,13 @@ def check_mounts(spec: RunSpec) -> RunError | None:
     return None
 
 
-def toolkit_request(spec: RunSpec, limits: Limits) -> bytes:
-    """The JSON the toolkit reads on standard input."""
+def toolkit_request(spec: RunSpec, limits: Limits, also_read: tuple[str, ...] = ()) -> bytes:
+    """The JSON the toolkit reads on standard input.
+
+    `landlock` lists what the toolkit confines itself to: /usr and /proc, the
+    read-only mounts and the CA file to read; /tmp, /dev and the writable mounts
+    to write; and `also_read`, what a runtime's own wrapper must read afterwards.
+    """
     arguments: dict[str, Any]
     match spec.arguments:
         case ReadFileArgs(path=path):
@@ -61,6 +66,10 @@ def toolkit_request(spec: RunSpec, limits: Limits) -> bytes:
         case HttpFetchArgs(url=url):
             arguments = {"url": url.text}
     egress = spec.egress is not None
+    read = ["/usr", "/proc", *(m.path for m in spec.mounts if not m.writable), *also_read]
+    write = ["/tmp", "/dev", *(m.path for m in spec.mounts if m.writable)]  # noqa: S108
+    if egress:
+        read.append(CA_INSIDE)
     return json.dumps(
         {
             "tool": spec.tool.value,
@@ -68,6 +77,7 @@ def toolkit_request(spec: RunSpec, limits: Limits) -> bytes:
             "output_bytes": limits.output_bytes,
             "proxy": PROXY_INSIDE if egress else None,
             "cafile": CA_INSIDE if egress else None,
+            "landlock": {"read": read, "write": write},
         }
     ).encode()
 

@@ -388,7 +388,7 @@ class PodmanRuntime:
             return RunError(RunFailure.SANDBOX_FAILED)
         done = exchange(
             proc,
-            toolkit_request(spec, self._limits),
+            toolkit_request(spec, self._limits, _OOM_FILES),
             self._limits.timeout_s + START_ALLOWANCE_S,
             answer_limit(self._limits),
         )

@@ -193,10 +193,80 @@ def http_fetch(
     raise ToolError("FETCH_FAILED")
 
 
+# Landlock, the second wall: even inside the sandbox's mount namespace, this
+# process and everything it starts may touch only the paths the request names.
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # every architecture
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | (1 << 14) | (1 << 15)  # truncate, ioctl_dev
+
+
+def _landlock_rights(abi: int) -> int:
+    """Every filesystem right this ABI knows (rights beyond it would be refused)."""
+    last = {1: 12, 2: 13, 3: 14}.get(abi, 15)
+    return (1 << (last + 1)) - 1
+
+
+def restrict(read: list[str], write: list[str]) -> int:
+    """Confine this process to `read` (read and execute) and `write` (everything).
+
+    Returns the Landlock ABI applied, or 0 where the kernel has no Landlock.
+    A path that does not exist is skipped; any other failure raises OSError.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    if abi <= 0:
+        return 0
+    handled = _landlock_rights(abi)
+    attr = (ctypes.c_uint64 * 1)(handled)  # handled_access_fs only: no network rules
+    ruleset = syscall(_SYS_CREATE_RULESET, attr, ctypes.c_size_t(8), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+
+    class _PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+    try:
+        reading = _EXECUTE | _READ_FILE | _READ_DIR
+        for paths, rights in ((read, reading), (write, handled)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    allowed = rights if stat.S_ISDIR(os.fstat(fd).st_mode) else rights & _FILE_ONLY
+                    rule = _PathBeneath(allowed & handled, fd)
+                    if syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0):
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+                finally:
+                    os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if syscall(_SYS_RESTRICT_SELF, ruleset, 0):
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return int(abi)
+
+
 def main() -> int:
     try:
         request = json.loads(sys.stdin.buffer.read())
         tool, args, limit = request["tool"], request["arguments"], int(request["output_bytes"])
+        walls = request.get("landlock")
+        if walls is not None:
+            try:
+                restrict(walls["read"], walls["write"])
+            except OSError as exc:
+                raise ToolError("SANDBOX_FAILED") from exc
         if tool == "read_file":
             content, truncated = read_file(args, limit)
         elif tool == "write_file":
