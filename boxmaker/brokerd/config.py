@@ -8,7 +8,7 @@ socket path that is absent or empty means its default under `home`.
     [paths]      home, grants
     [sockets]    broker, admin
     [approvals]  ttl_ms
-    [runner]     backend ("refusing", "bwrap", "podman"), timeout_ms, memory_mb,
+    [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
                  pids, output_bytes, ca_file, rootfs (Podman's)
 """
 
@@ -53,7 +53,7 @@ class ApprovalsSection(_Section):
 
 
 class RunnerSection(_Section):
-    backend: Literal["refusing", "bwrap", "podman"] = "refusing"
+    backend: Literal["refusing", "bwrap", "podman"] = "bwrap"
     timeout_ms: int = Field(default=60_000, ge=1)
     memory_mb: int = Field(default=512, ge=16)
     pids: int = Field(default=64, ge=1)

@@ -131,7 +131,7 @@ def write_config(
     ttl_ms: int | None = None,
     broker: Path | None = None,
     admin: Path | None = None,
-    backend: str | None = None,
+    backend: str = "refusing",
 ) -> Path:
     """A brokerd.toml naming `home` and `grants` (and what else is given)."""
     lines = ["[paths]", f'home = "{home}"', f'grants = "{grants}"']
@@ -143,8 +143,7 @@ def write_config(
             lines.append(f'admin = "{admin}"')
     if ttl_ms is not None:
         lines += ["[approvals]", f"ttl_ms = {ttl_ms}"]
-    if backend is not None:
-        lines += ["[runner]", f'backend = "{backend}"']
+    lines += ["[runner]", f'backend = "{backend}"']
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 

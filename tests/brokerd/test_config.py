@@ -22,7 +22,7 @@ def test_defaults_under_boxmaker_home() -> None:
     assert config.broker_socket == Path("/srv/bx/run/loop-broker/broker.sock")
     assert config.admin_socket == Path("/srv/bx/run/owner-broker/admin.sock")
     assert config.approvals.ttl_ms == 900_000
-    assert config.runner.backend == "refusing"
+    assert config.runner.backend == "bwrap"
     assert config.grants_dir == Path("/etc/boxmaker/grants")
 
 
