@@ -67,27 +67,36 @@ def result(i: int) -> ResultEvent:
     )
 
 
-def bench_writer(work: Path, n: int) -> tuple[float, float]:
-    audit = work / "w" / "audit"
-    started = start_audit(audit, "2026-11-30T12:00:00.000Z")
-    assert isinstance(started, Started)
-    writer = started.writer
+def bench_writer(work: Path, n: int, rounds: int = 5) -> tuple[float, float]:
+    """Best-of-`rounds` rates, interleaved: the writer, then bare write+fsync of the same lines.
+
+    The machine is shared and fsync time swings widely from second to second;
+    interleaving short rounds and keeping each side's best round compares the two
+    under the same conditions.
+    """
     events = [decision(i) if i % 2 == 0 else result(i - 1) for i in range(n)]
-    times = [add_ms("2026-11-30T12:00:00.000Z", i) for i in range(n)]
-    t0 = time.perf_counter()
-    for event, now in zip(events, times, strict=True):
-        writer.append(event, now)
-    writer_s = time.perf_counter() - t0
-    writer.close()
-    written = (audit / "2026-11-30.jsonl").read_bytes().splitlines(keepends=True)
-    fd = os.open(work / "bare.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-    t0 = time.perf_counter()
-    for line in written:  # lines of the same sizes
-        os.write(fd, line)
-        os.fsync(fd)
-    bare_s = time.perf_counter() - t0
-    os.close(fd)
-    return n / writer_s, n / bare_s
+    best_writer = best_bare = 0.0
+    for r in range(rounds):
+        audit = work / f"w{r}" / "audit"
+        started = start_audit(audit, "2026-11-30T12:00:00.000Z")
+        assert isinstance(started, Started)
+        writer = started.writer
+        times = [add_ms("2026-11-30T12:00:00.000Z", i) for i in range(n)]
+        t0 = time.perf_counter()
+        for event, now in zip(events, times, strict=True):
+            writer.append(event, now)
+        best_writer = max(best_writer, n / (time.perf_counter() - t0))
+        writer.close()
+        written = (audit / "2026-11-30.jsonl").read_bytes().splitlines(keepends=True)
+        path = work / f"bare{r}.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+        t0 = time.perf_counter()
+        for line in written:  # lines of the same sizes
+            os.write(fd, line)
+            os.fsync(fd)
+        best_bare = max(best_bare, n / (time.perf_counter() - t0))
+        os.close(fd)
+    return best_writer, best_bare
 
 
 def make_log(home: Path, n: int) -> Path:
@@ -134,7 +143,7 @@ def bench_verify(work: Path, n: int, repeat: int) -> tuple[float, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=Path(__file__).resolve().parent.parent.parent)
-    parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--writes", type=int, default=500)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
