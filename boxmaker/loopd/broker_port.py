@@ -116,4 +116,3 @@ class BrokerPort:
     def _unavailable(self, why: str) -> FailedResponse:
         log.error("event=broker_unavailable socket=%s why=%s %s", self.path, why, POINTER)
         return FailedResponse(message=UNAVAILABLE)
-
