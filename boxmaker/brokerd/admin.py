@@ -31,6 +31,8 @@ from boxmaker.core.messages import (
     Message,
     Ok,
     Refuse,
+    Status,
+    StatusReport,
 )
 from boxmaker.core.policy import Denial
 
@@ -47,6 +49,7 @@ class AdminHandler:
     grants: GrantsDir
     table: PendingTable
     clock: Callable[[], str]
+    status: Callable[[], StatusReport]
 
     def __call__(self, conn: Connection) -> None:
         message = conn.read_request().message
@@ -57,6 +60,8 @@ class AdminHandler:
             return ApprovalList(items=self.table.items())
         if isinstance(message, CheckGrants):
             return GrantsReport(problems=self.grants.load().problems)
+        if isinstance(message, Status):
+            return self.status()
         if isinstance(message, Approve):
             entry = self.table.take(message.approval)
             if entry is None:

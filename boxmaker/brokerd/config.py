@@ -6,7 +6,7 @@ saying which. `home` defaults to `BOXMAKER_HOME`, then `/var/lib/boxmaker`; a
 socket path that is absent or empty means its default under `home`.
 
     [paths]      home, grants
-    [sockets]    broker, admin
+    [sockets]    broker, admin, group_access
     [approvals]  ttl_ms
     [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
                  pids, output_bytes, ca_file, rootfs (Podman's)
@@ -46,6 +46,14 @@ class PathsSection(_Section):
 class SocketsSection(_Section):
     broker: str = ""
     admin: str = ""
+    # true in a root install: directories 2750 and sockets 0660, shared with the
+    # client role's group; false (dev mode): 0700 and 0600, this user only
+    group_access: bool = False
+
+    @property
+    def modes(self) -> tuple[int, int]:
+        """(directory mode, socket mode)."""
+        return (0o2750, 0o660) if self.group_access else (0o700, 0o600)
 
 
 class ApprovalsSection(_Section):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from boxmaker.brokerd.audit_writer import Appended
+from boxmaker.brokerd.audit_writer import Appended, Position
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.audit_records import (
     ApprovalAnswer,
@@ -61,6 +61,11 @@ class AuditSink(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    @property
+    def position(self) -> Position:
+        """Where the next record goes (its seq, and the head it chains from)."""
+        ...
 
 
 class LedgerPoisonedError(Exception):

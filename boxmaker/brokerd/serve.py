@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from boxmaker import __version__
 from boxmaker.brokerd.admin import AdminHandler, expire_loop
 from boxmaker.brokerd.approvals import PendingTable
 from boxmaker.brokerd.audit_startup import Refused, start_audit
@@ -33,6 +34,7 @@ from boxmaker.brokerd.listener import StartupError, bind_socket, serve_forever
 from boxmaker.brokerd.runner import Runtime
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
+from boxmaker.core.messages import StatusReport
 from boxmaker.core.timestamps import format_timestamp
 
 log = logging.getLogger(__name__)
@@ -65,11 +67,13 @@ class Brokerd:
         self._clock = clock
         self._runtime = runtime
         self._sockets: list[socket.socket] = []
+        self._started = clock()
 
     def start(self) -> None:
-        broker_sock = bind_socket(self.config.broker_socket)
+        dir_mode, socket_mode = self.config.sockets.modes
+        broker_sock = bind_socket(self.config.broker_socket, dir_mode, socket_mode)
         self._sockets.append(broker_sock)
-        admin_sock = bind_socket(self.config.admin_socket)
+        admin_sock = bind_socket(self.config.admin_socket, dir_mode, socket_mode)
         self._sockets.append(admin_sock)
         broker = BrokerHandler(
             self.ledger,
@@ -79,7 +83,7 @@ class Brokerd:
             self._clock,
             self.config.approvals.ttl_ms,
         )
-        admin = AdminHandler(self.ledger, self.grants, self.table, self._clock)
+        admin = AdminHandler(self.ledger, self.grants, self.table, self._clock, self.status)
         serve_forever(broker_sock, "broker.sock", broker, self.stopping)
         serve_forever(admin_sock, "admin.sock", admin, self.stopping)
         threading.Thread(
@@ -89,6 +93,18 @@ class Brokerd:
             daemon=True,
         ).start()
         self.grants.load()  # report an invalid grant set now, not only at the first call
+
+    def status(self) -> StatusReport:
+        """What `status` on admin.sock answers: the audit head and what waits."""
+        position = self.writer.position
+        audit = f"audit: next seq {position.next_seq}, head {position.prev}"
+        pending = len(self.table.items())
+        return StatusReport(
+            role="brokerd",
+            version=__version__,
+            started=self._started,
+            detail=f"{audit}; {pending} approvals pending; runner {self.config.runner.backend}",
+        )
 
     def stop(self) -> None:
         """Stop accepting, let the ledger step in progress finish, remove the sockets."""

@@ -12,6 +12,8 @@ fields in declaration order and absent optional fields left out;
                                                              approve_result, ok,
                                                              grants_report
     loop.sock       turn                                     turn_event..., turn_done
+    admin.sock,     status                                   status_report
+    loop.sock
     any             -                                        error
 """
 
@@ -129,6 +131,20 @@ class GrantsReport(Strict):
 # --- any socket --------------------------------------------------------------------
 
 
+class Status(Strict):
+    """A cheap question: are you serving? (bxctl status, the tree's health checks)."""
+
+    kind: Literal["status"] = "status"
+
+
+class StatusReport(Strict):
+    kind: Literal["status_report"] = "status_report"
+    role: str
+    version: str
+    started: Timestamp
+    detail: str  # one line, the role's own summary (brokerd: the audit head)
+
+
 class Error(Strict):
     kind: Literal["error"] = "error"
     code: ErrorCode
@@ -229,6 +245,8 @@ _KINDS: dict[str, type[Strict]] = {
     "check_grants": CheckGrants,
     "grants_report": GrantsReport,
     "error": Error,
+    "status": Status,
+    "status_report": StatusReport,
     "turn": Turn,
     "turn_event": TurnEvent,
     "turn_done": TurnDone,
@@ -260,6 +278,8 @@ Message = Annotated[
     | Annotated[CheckGrants, Tag("check_grants")]
     | Annotated[GrantsReport, Tag("grants_report")]
     | Annotated[Error, Tag("error")]
+    | Annotated[Status, Tag("status")]
+    | Annotated[StatusReport, Tag("status_report")]
     | Annotated[Turn, Tag("turn")]
     | Annotated[TurnEvent, Tag("turn_event")]
     | Annotated[TurnDone, Tag("turn_done")],

@@ -9,7 +9,7 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               "chatml"), context, threads, max_tokens, temperature, top_p, top_k,
               repeat_penalty, seed
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
-    [sockets] loop
+    [sockets] loop, group_access
     [turn]    max_tool_calls, max_tokens
 """
 
@@ -65,6 +65,9 @@ class BrokerSection(_Section):
 
 class SocketsSection(_Section):
     loop: str = ""
+    # true in a root install: directories 2750 and sockets 0660, shared with the
+    # client role's group; false (dev mode): 0700 and 0600, this user only
+    group_access: bool = False
 
 
 class TurnSection(_Section):

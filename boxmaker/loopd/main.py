@@ -16,10 +16,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
+from boxmaker import __version__
 from boxmaker.core.chat_format import ChatFormat, format_for
 from boxmaker.core.errors import ConfigError
+from boxmaker.core.messages import StatusReport
+from boxmaker.core.timestamps import format_timestamp
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
@@ -109,8 +113,15 @@ def serve(config: LoopdConfig) -> int:
     )
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    listening = bind(config.loop_socket)
-    server = LoopServer(turns, listening)
+    dir_mode, socket_mode = (0o2750, 0o660) if config.sockets.group_access else (0o700, 0o600)
+    listening = bind(config.loop_socket, dir_mode, socket_mode)
+    started = format_timestamp(datetime.now(UTC))
+    detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
+
+    def status() -> StatusReport:
+        return StatusReport(role="loopd", version=__version__, started=started, detail=detail)
+
+    server = LoopServer(turns, listening, status)
     threading.Thread(target=server.serve, name="accept-loop", daemon=True).start()
     log.info(
         "event=serving loop=%s broker=%s format=%s",

@@ -3,6 +3,7 @@
 I/O: the listening socket (its directory 0700, itself 0600 in dev mode), one
 thread per connection. The request is `turn {session, text, resume}`; the
 answers are `turn_event` frames (not final) and one `turn_done`, or one `error`.
+`status` is answered with a `status_report` (the model and the chat format).
 A client that goes away mid-turn does not stop the turn: it finishes and is
 logged, and a resumed session sees it.
 """
@@ -13,11 +14,15 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
+from boxmaker import __version__
 from boxmaker.core.connection import ServerConnection
 from boxmaker.core.errors import ErrorCode, ProtocolError
-from boxmaker.core.messages import Error, Event, Message, Turn, TurnEvent
+from boxmaker.core.messages import Error, Event, Message, Status, StatusReport, Turn, TurnEvent
+from boxmaker.core.timestamps import format_timestamp
 from boxmaker.loopd.session_log import SessionLogDamagedError
 from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 
@@ -51,13 +56,13 @@ class _Client:
         self.protocol = ServerConnection()
         self.gone = False
 
-    def read_turn(self) -> Turn:
+    def read_request(self) -> Turn | Status:
         self.sock.settimeout(REQUEST_TIMEOUT_S)
         while True:
             envelope = self.protocol.receive(self.sock.recv(65536))
             if envelope is None:
                 continue
-            if not isinstance(envelope.message, Turn):
+            if not isinstance(envelope.message, Turn | Status):
                 log.error(
                     "event=forbidden kind=%s socket=loop.sock %s",
                     envelope.message.kind,
@@ -87,9 +92,20 @@ class _Client:
 
 
 class LoopServer:
-    def __init__(self, turns: TurnLoop, listening: socket.socket) -> None:
+    def __init__(
+        self,
+        turns: TurnLoop,
+        listening: socket.socket,
+        status: Callable[[], StatusReport] | None = None,
+    ) -> None:
         self._turns = turns
         self._listening = listening
+        started = format_timestamp(datetime.now(UTC))
+        self._status = status or (
+            lambda: StatusReport(
+                role="loopd", version=__version__, started=started, detail="serving"
+            )
+        )
         self.stopping = threading.Event()
 
     def serve(self) -> None:
@@ -109,7 +125,10 @@ class LoopServer:
     def _handle(self, sock: socket.socket) -> None:
         client = _Client(sock)
         try:
-            turn = client.read_turn()
+            turn = client.read_request()
+            if isinstance(turn, Status):
+                client.send(self._status(), final=True)
+                return
             sock.settimeout(None)
 
             def emit(event: Event) -> None:

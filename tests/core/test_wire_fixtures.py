@@ -34,6 +34,8 @@ from boxmaker.core.messages import (
     ReasoningEvent,
     Refuse,
     ResultResponse,
+    Status,
+    StatusReport,
     ToolCallStartedEvent,
     ToolDeniedEvent,
     ToolRequest,
@@ -132,6 +134,17 @@ CASES: dict[str, Envelope] = {
                     file="/etc/boxmaker/grants", problem="the grants directory cannot be read"
                 ),
             )
+        ),
+    ),
+    "status": Envelope(id="s1", final=True, message=Status()),
+    "status_report": Envelope(
+        id="s1",
+        final=True,
+        message=StatusReport(
+            role="brokerd",
+            version="0.1.0",
+            started="2026-11-30T12:00:00.000Z",
+            detail="audit: 12 records, head " + "ab" * 32,
         ),
     ),
     "turn": Envelope(id="t1", final=True, message=Turn(session="chat-1", text="hello")),
