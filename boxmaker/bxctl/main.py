@@ -11,7 +11,14 @@ import sys
 from collections.abc import Callable, Sequence
 
 from boxmaker import __version__
-from boxmaker.bxctl import approvals_cmd, audit_cmd, chat_cmd, grants_cmd, status_cmd
+from boxmaker.bxctl import (
+    approvals_cmd,
+    audit_cmd,
+    chat_cmd,
+    grants_cmd,
+    install_cmd,
+    status_cmd,
+)
 from boxmaker.bxctl.cli import CliError, Parser, err
 
 COMMAND_MODULES = (
@@ -20,6 +27,7 @@ COMMAND_MODULES = (
     chat_cmd,
     audit_cmd,
     status_cmd,
+    install_cmd,
 )
 
 

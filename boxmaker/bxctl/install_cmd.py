@@ -1,0 +1,269 @@
+"""`bxctl install`: lay out boxmaker on this machine, as root or for one user.
+
+I/O: see `install_steps`; this module decides what the layout is.
+
+Run as root, each role gets its own user (bx-broker, bx-loop) and each link
+between roles a group holding exactly the client role's user (and the owner's
+user, for the owner's links):
+
+    <home>/run/loop-broker/   bx-broker:bx-loop-broker   2750   broker.sock 0660
+    <home>/run/owner-broker/  bx-broker:bx-owner-broker  2750   admin.sock 0660
+    <home>/run/loop/          bx-loop:bx-loop-clients    2750   loop.sock 0660
+
+so loopd's user cannot even open admin.sock: the kernel refuses it. Config goes
+under `<prefix>/etc/boxmaker`, state under `<prefix>/var/lib/boxmaker`, logs under
+`<prefix>/var/log/boxmaker`. Run as anyone else it installs dev mode in one
+directory: every role as that user, directories 0700, sockets 0600 (`--dev` asks
+for that as root too).
+
+Configuration and grant files are written only when missing (the grants seeded
+from grants.example/ when the directory is empty); supervisord's files are
+boxmaker's own and kept in step. `--dry-run` prints the steps and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
+from boxmaker.bxctl.install_steps import Command, Directory, File, Group, Step, User
+
+ROLE_USERS = {"brokerd": "bx-broker", "loopd": "bx-loop"}
+PROGRAMS = ("brokerd.conf", "loopd.conf", "group.conf")
+SANDBOX_CGROUPS = (
+    Path("/sys/fs/cgroup/memory/boxmaker"),
+    Path("/sys/fs/cgroup/pids/boxmaker"),
+)
+
+
+def add_parser(commands: Any) -> None:
+    install: Parser = commands.add_parser("install", help="lay out boxmaker (root: real; else dev)")
+    install.add_argument(
+        "--prefix", type=Path, help="root: where etc/ and var/ go (default /); dev: the directory"
+    )
+    install.add_argument("--owner", help="root install: the owner's user (default: $SUDO_USER)")
+    install.add_argument(
+        "--dev", action="store_true", help="dev mode even as root: every role as you, in --prefix"
+    )
+    install.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
+    install.set_defaults(handler=cmd_install)
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: bool
+    etc: Path
+    home: Path
+    log: Path
+    run: Path  # supervisord's socket and pid file
+    bin: Path  # the console scripts
+    source: Path  # the checkout: supervisor.conf.d/, grants.example/, scripts/
+    owner: str
+
+
+def source_dir() -> Path:
+    """The boxmaker checkout this bxctl runs from (templates and example grants)."""
+    here = Path(__file__).resolve().parent.parent.parent
+    if not (here / "supervisor.conf.d").is_dir() or not (here / "grants.example").is_dir():
+        raise CliError(f"run bxctl install from a boxmaker checkout ({here} is not one)")
+    return here
+
+
+def layout_for(args: argparse.Namespace) -> Layout:
+    bin_dir = Path(sys.executable).parent
+    if os.geteuid() == 0 and not args.dev:
+        prefix: Path = args.prefix or Path("/")
+        owner = args.owner or os.environ.get("SUDO_USER") or ""
+        if not owner or owner == "root":
+            raise CliError("a root install needs the owner's user: --owner NAME")
+        try:
+            pwd.getpwnam(owner)
+        except KeyError as exc:
+            raise CliError(f"no such user: {owner}") from exc
+        return Layout(
+            root=True,
+            etc=prefix / "etc" / "boxmaker",
+            home=prefix / "var" / "lib" / "boxmaker",
+            log=prefix / "var" / "log" / "boxmaker",
+            run=prefix / "run" / "boxmaker",
+            bin=bin_dir,
+            source=source_dir(),
+            owner=owner,
+        )
+    if args.prefix is None:
+        raise CliError("dev mode needs a directory: bxctl install --prefix DIR")
+    prefix = args.prefix.resolve()
+    return Layout(
+        root=False,
+        etc=prefix / "etc",
+        home=prefix / "home",
+        log=prefix / "log",
+        run=prefix / "run",
+        bin=bin_dir,
+        source=source_dir(),
+        owner=pwd.getpwuid(os.getuid()).pw_name,
+    )
+
+
+def _sandbox_ready() -> bool:
+    """Can this (dev) user make per-call cgroups? Else tools are refused, not run weaker."""
+    v2 = Path("/sys/fs/cgroup/boxmaker")
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return os.access(v2, os.W_OK)
+    return all(os.access(p, os.W_OK) for p in SANDBOX_CGROUPS) and Path("/usr/bin/bwrap").exists()
+
+
+def brokerd_toml(layout: Layout, backend: str) -> str:
+    return (
+        "# brokerd.toml, written by bxctl install; every key not named has its default\n"
+        f'[paths]\nhome = "{layout.home}"\ngrants = "{layout.etc}/grants"\n\n'
+        f"[sockets]\ngroup_access = {'true' if layout.root else 'false'}\n\n"
+        f'[runner]\nbackend = "{backend}"\n'
+    )
+
+
+def loopd_toml(layout: Layout) -> str:
+    return (
+        "# loopd.toml, written by bxctl install; every key not named has its default\n"
+        f'[paths]\nhome = "{layout.home}"\n\n'
+        '[model]\npath = ""  # the embedded default model; name a GGUF file to use your own\n\n'
+        f"[sockets]\ngroup_access = {'true' if layout.root else 'false'}\n"
+    )
+
+
+def supervisor_files(layout: Layout) -> list[File]:
+    templates = layout.source / "supervisor.conf.d"
+    files = []
+    for name in PROGRAMS:
+        text = (templates / name).read_text()
+        role = name.removesuffix(".conf")
+        user = f"user={ROLE_USERS[role]}" if layout.root and role in ROLE_USERS else ""
+        rendered = text.format(bin=layout.bin, etc=layout.etc, log=layout.log, user=user)
+        files.append(File(layout.etc / "supervisor.conf.d" / name, rendered, 0o644))
+    owner_group = layout.owner if not layout.root else _primary_group(layout.owner)
+    main = (
+        (templates / "supervisord.conf")
+        .read_text()
+        .format(
+            run=layout.run,
+            log=layout.log,
+            etc=layout.etc,
+            socket_mode="0770" if layout.root else "0700",
+            chown=f"chown=root:{owner_group}" if layout.root else "",
+        )
+    )
+    files.append(File(layout.etc / "supervisord.conf", main, 0o644))
+    return files
+
+
+def _primary_group(user: str) -> str:
+    import grp
+
+    return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+
+
+def plan(layout: Layout) -> list[Step]:
+    """Every step of the install, in order."""
+    steps: list[Step] = []
+    grants = layout.etc / "grants"
+    if layout.root:
+        broker, loop = ROLE_USERS["brokerd"], ROLE_USERS["loopd"]
+        steps += [User(broker), User(loop)]
+        steps += [
+            Group("bx-loop-broker", (loop,)),
+            Group("bx-owner-broker", (layout.owner,)),
+            Group("bx-loop-clients", (layout.owner,)),
+        ]
+        steps += [
+            Directory(layout.etc, 0o755, "root", "root"),
+            Directory(grants, 0o750, "root", broker),
+            Directory(layout.etc / "supervisor.conf.d", 0o755, "root", "root"),
+            Directory(layout.home, 0o755, "root", "root"),
+            Directory(layout.home / "run", 0o755, "root", "root"),
+            Directory(layout.home / "run" / "loop-broker", 0o2750, broker, "bx-loop-broker"),
+            Directory(layout.home / "run" / "owner-broker", 0o2750, broker, "bx-owner-broker"),
+            Directory(layout.home / "run" / "loop", 0o2750, loop, "bx-loop-clients"),
+            Directory(layout.home / "run" / "egress", 0o700, broker, broker),
+            Directory(layout.home / "broker", 0o700, broker, broker),
+            Directory(layout.home / "audit", 0o700, broker, broker),
+            Directory(layout.home / "loop", 0o700, loop, loop),
+            Directory(layout.home / "models", 0o755, loop, loop),
+            Directory(layout.log, 0o750, "root", _primary_group(layout.owner)),
+            Directory(layout.run, 0o750, "root", _primary_group(layout.owner)),
+            File(
+                layout.etc / "brokerd.toml",
+                brokerd_toml(layout, "bwrap"),
+                0o640,
+                "root",
+                broker,
+                keep=True,
+            ),
+            File(layout.etc / "loopd.toml", loopd_toml(layout), 0o640, "root", loop, keep=True),
+        ]
+        grant_owner: tuple[str | None, str | None] = ("root", broker)
+    else:
+        backend = "bwrap" if _sandbox_ready() else "refusing"
+        steps += [
+            Directory(layout.etc, 0o700),
+            Directory(grants, 0o700),
+            Directory(layout.etc / "supervisor.conf.d", 0o700),
+            Directory(layout.home, 0o700),
+            Directory(layout.log, 0o700),
+            Directory(layout.run, 0o700),
+            File(layout.etc / "brokerd.toml", brokerd_toml(layout, backend), 0o600, keep=True),
+            File(layout.etc / "loopd.toml", loopd_toml(layout), 0o600, keep=True),
+        ]
+        grant_owner = (None, None)
+    if not any(grants.glob("*.toml")):
+        for example in sorted((layout.source / "grants.example").glob("*.toml")):
+            steps.append(
+                File(grants / example.name, example.read_text(), 0o640, *grant_owner, keep=True)
+            )
+    steps += supervisor_files(layout)
+    if layout.root:
+        steps.append(
+            Command(
+                (
+                    str(layout.source / "scripts" / "prepare-sandbox-host"),
+                    "--user",
+                    ROLE_USERS["brokerd"],
+                ),
+                "the sandbox host (scripts/prepare-sandbox-host)",
+            )
+        )
+    return steps
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    layout = layout_for(args)
+    steps = plan(layout)
+    changed = 0
+    for step in steps:
+        if step.done():
+            out(f"in place: {step.describe()}")
+            continue
+        if args.dry_run:
+            out(f"would do: {step.describe()}")
+            continue
+        try:
+            step.apply()
+        except Exception as exc:
+            raise CliError(f"install failed at {step.describe()}: {exc}") from exc
+        if not isinstance(step, Command):
+            changed += 1
+            out(f"did:      {step.describe()}")
+    mode = "root install" if layout.root else "dev mode"
+    if args.dry_run:
+        out(f"install ({mode}): dry run, nothing changed")
+    elif changed:
+        start = f"supervisord -c {layout.etc}/supervisord.conf"
+        out(f"install ({mode}): {changed} changes; start the tree with {start}")
+    else:
+        out(f"install ({mode}): nothing to change")
+    return EXIT_OK
