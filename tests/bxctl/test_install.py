@@ -1,0 +1,102 @@
+"""`bxctl install --dev`: the layout, its modes, and that a second run changes nothing."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BXCTL = str(Path(sys.executable).parent / "bxctl")
+
+
+def _install(prefix: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BXCTL, "install", "--dev", "--prefix", str(prefix), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    done = _install(prefix)
+    assert done.returncode == 0, done.stderr
+    assert "install (dev mode):" in done.stdout
+    for directory in ("etc", "etc/grants", "home", "log", "run"):
+        assert _mode(prefix / directory) == 0o700, directory
+    for name in ("brokerd.toml", "loopd.toml"):
+        assert _mode(prefix / "etc" / name) == 0o600
+    brokerd = (prefix / "etc" / "brokerd.toml").read_text()
+    assert f'home = "{prefix / "home"}"' in brokerd
+    assert "group_access = false" in brokerd
+    grants = sorted(p.name for p in (prefix / "etc" / "grants").glob("*.toml"))
+    examples = sorted(p.name for p in Path("grants.example").glob("*.toml"))
+    assert grants == examples
+    program = (prefix / "etc" / "supervisor.conf.d" / "brokerd.conf").read_text()
+    assert (
+        f"command={Path(sys.executable).parent}/brokerd serve --config {prefix}/etc/brokerd.toml"
+        in program
+    )
+    assert "user=" not in program
+    main = (prefix / "etc" / "supervisord.conf").read_text()
+    assert f"file={prefix}/run/supervisor.sock" in main
+    assert "chmod=0700" in main
+
+
+def test_a_second_install_changes_nothing(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    assert _install(prefix).returncode == 0
+    again = _install(prefix)
+    assert again.returncode == 0
+    assert again.stdout.splitlines()[-1] == "install (dev mode): nothing to change"
+    assert "did:" not in again.stdout
+
+
+def test_the_owners_files_are_never_overwritten(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    assert _install(prefix).returncode == 0
+    config = prefix / "etc" / "brokerd.toml"
+    config.write_text("# the owner's own\n")
+    (prefix / "etc" / "grants" / "notes-read.toml").unlink()
+    (prefix / "etc" / "grants" / "mine.toml").write_text("# mine\n")
+    again = _install(prefix)
+    assert again.returncode == 0
+    assert config.read_text() == "# the owner's own\n"
+    assert not (prefix / "etc" / "grants" / "notes-read.toml").exists()  # not re-seeded
+
+
+def test_a_changed_program_file_is_put_back(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    assert _install(prefix).returncode == 0
+    program = prefix / "etc" / "supervisor.conf.d" / "loopd.conf"
+    program.write_text("[program:loopd]\ncommand=/bin/false\n")
+    again = _install(prefix)
+    assert f"did:      file {program}" in again.stdout
+    assert "loopd serve --config" in program.read_text()
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    done = _install(prefix, "--dry-run")
+    assert done.returncode == 0
+    assert "would do:" in done.stdout
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["install"], ["install", "--dev"]], ids=["root-no-owner", "dev-no-prefix"]
+)
+def test_missing_choices_are_one_line_errors(args: list[str]) -> None:
+    done = subprocess.run([BXCTL, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr

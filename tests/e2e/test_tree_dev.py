@@ -1,0 +1,90 @@
+"""The supervised tree in dev mode: install, supervisord, every role answering, a real turn.
+
+Runs the real console scripts under the real supervisord with the embedded model
+(so it is a model test, and slow): `bxctl install --dev`, `supervisord`, `bxctl
+status`, `bxctl chat --say`, `supervisorctl stop`/`start` of brokerd, and the
+audit log verifying at the end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.e2e]
+
+
+def _run(
+    *argv: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def _wait(condition: object, what: str, timeout: float = 240) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    prefix = tmp_path / "bx"
+    done = _run(str(BIN / "bxctl"), "install", "--dev", "--prefix", str(prefix))
+    assert done.returncode == 0, done.stdout + done.stderr
+    loopd = prefix / "etc" / "loopd.toml"  # the owner's file: short replies for the test
+    loopd.write_text(
+        loopd.read_text().replace('path = ""', 'path = ""\nmax_tokens = 16\nthreads = 2')
+        + "\n[turn]\nmax_tokens = 32\n"
+    )
+    conf = str(prefix / "etc" / "supervisord.conf")
+    started = _run(str(BIN / "supervisord"), "-c", conf)
+    assert started.returncode == 0, started.stderr
+    env = {"BOXMAKER_HOME": str(prefix / "home"), "PATH": f"{BIN}:/usr/bin:/bin"}
+    try:
+        yield prefix, env
+    finally:
+        _run(str(BIN / "supervisorctl"), "-c", conf, "shutdown")
+
+
+def _status(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return _run(str(BIN / "bxctl"), "status", env=env, timeout=30)
+
+
+def test_the_tree_comes_up_answers_and_survives_a_restart(
+    tree: tuple[Path, dict[str, str]],
+) -> None:
+    prefix, env = tree
+    conf = str(prefix / "etc" / "supervisord.conf")
+    _wait(lambda: _status(env).returncode == 0, "every role to answer")
+    programs = _run(str(BIN / "supervisorctl"), "-c", conf, "status")
+    assert "boxmaker:brokerd" in programs.stdout
+    assert "boxmaker:loopd" in programs.stdout
+    assert programs.stdout.count("RUNNING") == 2, programs.stdout
+
+    chat = _run(str(BIN / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
+    assert chat.returncode == 0, chat.stderr
+    assert chat.stdout.strip() != ""
+
+    stopped = _run(str(BIN / "supervisorctl"), "-c", conf, "stop", "boxmaker:brokerd")
+    assert stopped.returncode == 0, stopped.stdout
+    down = _status(env)
+    assert down.returncode == 1
+    assert "brokerd: cannot reach brokerd" in down.stdout
+    assert _run(str(BIN / "supervisorctl"), "-c", conf, "start", "boxmaker:brokerd").returncode == 0
+    _wait(lambda: _status(env).returncode == 0, "brokerd to answer again", timeout=60)
+
+    verify = _run(str(BIN / "bxctl"), "audit", "verify", "--home", str(prefix / "home"))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert verify.stdout.startswith("audit: ok")
