@@ -150,6 +150,9 @@ class TurnLoop:
                 )
             generated += len(generation.ids)
             session_log.append(ModelEntry(text=generation.text, ids=generation.ids))
+            if not generation.finished and generated >= self._limits.max_tokens:
+                # cut off by the turn's bound: what it wrote is unfinished, not an answer
+                return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
             reply = parse_reply(generation.text)
             if reply.content:
                 emit(ContentEvent(text=reply.content))

@@ -1,0 +1,193 @@
+"""How fast does loopd generate, and does prefix reuse keep a long session quick?
+
+Figures, measured in one run on the embedded model (Gemma 3 270M Q4_K_M, loaded
+by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
+
+- generation tokens per second through loopd: turns over loop.sock (the client's
+  time from sending the turn to turn_done, so the socket, the session log with
+  its fsyncs, prompt assembly and detokenizing are all in it), over
+  llama-cpp-python's own speed for the same prompt, the same sampling settings,
+  the same number of tokens and the same starting cache (`Llama.generate` on the
+  same `Llama`, its state restored to what loopd started from). That is the limit;
+  the ratio must be at least 0.9. Both sides run each round from the same restored
+  state; the fastest round of each side counts (the least disturbed, as in
+  policy.py's best_of), since the machine may be busy with other work.
+- the time to the first token of turn 8 of a session over that of turn 1 (from
+  sending the turn to the model's first text), with prefix reuse: at most 1.5.
+  Turn 1 starts from an empty cache, as the first turn after loopd starts does.
+  Each of TTFT_REPEATS sessions runs on a freshly loaded model; the fastest of each
+  turn counts.
+
+loopd runs in this process (the turn loop and the LoopServer on a real Unix
+socket, `boxmaker.testing.loopd_harness`); the client is this process's main
+thread. Work files go in a temporary directory (`--dir` chooses where).
+Exit status 1 if a ratio is outside its limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from boxmaker.core.messages import TurnDone
+from boxmaker.loopd.config import load_config
+from boxmaker.loopd.main import load_model
+from boxmaker.loopd.turn import TurnLimits
+from boxmaker.testing.loopd_harness import RecordingModel, start_loopd
+
+SEED = 20261130
+REPLY_TOKENS = 96
+ROUNDS = 6
+TURNS = 8
+TTFT_REPEATS = 2
+GEN_LIMIT = 0.9
+TTFT_LIMIT = 1.5
+PROMPTS = [
+    "Tell me a short story about a lighthouse keeper.",
+    "Describe the sea on a stormy night.",
+    "Write a few lines about a walk in the forest.",
+    "Explain how bread is made, step by step.",
+    "Describe a busy market in the morning.",
+    "Tell me about a journey on a night train.",
+    "Write about a cat that watches the rain.",
+    "Describe the view from a mountain top.",
+]
+
+
+def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
+    """Send one turn; the client's seconds from sending to turn_done."""
+    assert callable(loopd_turn)
+    start = time.perf_counter()
+    answers = loopd_turn(session, text, resume=resume, timeout_s=600)
+    took = time.perf_counter() - start
+    done = answers[-1].message
+    if not isinstance(done, TurnDone):
+        raise SystemExit(f"loopd refused the turn: {done}")
+    return took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", type=Path, default=None, help="where work files go")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bx-bench-", dir=args.dir) as work:
+        return run(Path(work))
+
+
+def run(work: Path) -> int:
+    home = work / "home"
+    home.mkdir()
+    config = load_config(None, {"BOXMAKER_HOME": str(home)})
+    config = config.model_copy(
+        update={"model": config.model.model_copy(update={"seed": SEED, "context": 4096})}
+    )
+    limits = TurnLimits(max_tool_calls=0, max_tokens=REPLY_TOKENS, reply_tokens=REPLY_TOKENS)
+
+    # --- time to first token: turn 1 (empty cache) and turn 8 of one session ------------
+    # Each repetition is a freshly loaded model, as after loopd starts; the least
+    # disturbed repetition of each turn counts (the machine may be busy).
+    first_turn: list[float] = []
+    last_turn: list[float] = []
+    for rep in range(TTFT_REPEATS):
+        started = time.perf_counter()
+        llama = load_model(config)
+        loaded = time.perf_counter() - started
+        model = RecordingModel(llama)
+        loopd = start_loopd(work, model, home=home, limits=limits)
+        try:
+            for n in range(TURNS):
+                sent = time.perf_counter()
+                turn(loopd.turn, f"ttft-{rep}", PROMPTS[n], n > 0)
+                call = model.calls[-1]
+                first = call.first_text if call.first_text is not None else call.ended
+                if n == 0:
+                    first_turn.append(first - sent)
+                elif n == TURNS - 1:
+                    last_turn.append(first - sent)
+        finally:
+            loopd.stop()
+        evaluated = (model.calls[0].generation.evaluated, model.calls[-1].generation.evaluated)
+        prompt_tokens = model.calls[-1].generation.prompt_tokens
+        if rep < TTFT_REPEATS - 1:
+            del llama, model, loopd
+
+    # --- generation speed: loopd against llama-cpp-python on the same prompt ------------
+    llm = llama._llm  # the Llama object loopd drives: the limit is measured on it
+    sampling = llama._sampling
+    stop = {llm.token_eos(), *llama.tokenize("<end_of_turn>", special=True)}
+    loopd = start_loopd(work, model, home=home, limits=limits)
+    loopd_rates: list[float] = []
+    raw_rates: list[float] = []
+    tokens = 0
+    try:
+        turn(loopd.turn, "gen", "Hello.", False)  # the switch of sessions, not timed
+        for n in range(ROUNDS):
+            state = llm.save_state()
+            llm.load_state(state)  # both runs start from the state just restored
+            took = turn(loopd.turn, "gen", PROMPTS[n % len(PROMPTS)], True)
+            call = model.calls[-1]
+            count = len(call.generation.ids)
+            tokens += count
+            loopd_rates.append(count / took)
+            llm.load_state(state)
+            start = time.perf_counter()
+            made = 0
+            for token in llm.generate(
+                call.prompt,
+                top_k=sampling.top_k,
+                top_p=sampling.top_p,
+                temp=sampling.temperature,
+                repeat_penalty=sampling.repeat_penalty,
+                reset=True,
+            ):
+                if token in stop or made >= count:
+                    break
+                made += 1  # noqa: SIM113 - counts tokens until a stop, not items
+            raw_rates.append(count / (time.perf_counter() - start))
+    finally:
+        loopd.stop()
+
+    loopd_rate = max(loopd_rates)
+    raw_rate = max(raw_rates)
+    gen_ratio = loopd_rate / raw_rate
+    ttft = (min(first_turn), min(last_turn))
+    ttft_ratio = ttft[1] / ttft[0]
+    print(
+        f"loopd: embedded model loaded in {loaded:.2f} s, {config.model.threads} threads, "
+        f"context {config.model.context}, replies up to {REPLY_TOKENS} tokens"
+    )
+    print(
+        f"generation: {ROUNDS} turns over loop.sock, {tokens} tokens generated; "
+        "the fastest round of each side"
+    )
+    print(f"  llama-cpp-python Llama.generate, same prompt:  {raw_rate:8.1f} tokens/s (the limit)")
+    print(
+        f"  through loopd (turn over loop.sock):          {loopd_rate:8.1f} tokens/s"
+        f"  ratio {gen_ratio:.3f} (at least {GEN_LIMIT})"
+    )
+    print(
+        f"time to first token, a session of {TURNS} turns ({prompt_tokens} prompt tokens at "
+        f"turn {TURNS}); the fastest of {TTFT_REPEATS} sessions, each on a fresh model"
+    )
+    print(f"  turn 1 (empty cache, {evaluated[0]} tokens evaluated):  {ttft[0] * 1000:8.1f} ms")
+    print(
+        f"  turn {TURNS} ({evaluated[1]} tokens evaluated):             {ttft[1] * 1000:8.1f} ms"
+        f"  ratio {ttft_ratio:.3f} (at most {TTFT_LIMIT})"
+    )
+    failed = []
+    if gen_ratio < GEN_LIMIT:
+        failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
+    if ttft_ratio > TTFT_LIMIT:
+        failed.append(f"time-to-first-token ratio {ttft_ratio:.3f} > {TTFT_LIMIT}")
+    for line in failed:
+        print(f"  OUTSIDE THE LIMIT: {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    sys.exit(main())
