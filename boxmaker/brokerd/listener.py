@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,10 @@ def bind_socket(path: Path, dir_mode: int = 0o700, socket_mode: int = 0o600) -> 
     directory = path.parent
     try:
         directory.mkdir(mode=dir_mode, parents=True, exist_ok=True)
-        os.chmod(directory, dir_mode)
+        # only when it differs: a chmod by a user outside the directory's group
+        # clears its set-group-id bit, and the socket would lose the link's group
+        if stat.S_IMODE(directory.stat().st_mode) != dir_mode:
+            os.chmod(directory, dir_mode)
     except OSError as exc:
         raise StartupError(f"cannot prepare the socket directory {directory}: {exc}") from exc
     try:

@@ -86,6 +86,7 @@ def layout_for(args: argparse.Namespace) -> Layout:
             pwd.getpwnam(owner)
         except KeyError as exc:
             raise CliError(f"no such user: {owner}") from exc
+        _check_others_can_run(bin_dir)
         return Layout(
             root=True,
             etc=prefix / "etc" / "boxmaker",
@@ -109,6 +110,18 @@ def layout_for(args: argparse.Namespace) -> Layout:
         source=source_dir(),
         owner=pwd.getpwuid(os.getuid()).pw_name,
     )
+
+
+def _check_others_can_run(bin_dir: Path) -> None:
+    """The role users must be able to run this environment's Python and scripts."""
+    for target in (bin_dir / "python3", (bin_dir / "python3").resolve(), bin_dir / "brokerd"):
+        for part in (target, *target.parents):
+            if part.exists() and not part.stat().st_mode & 0o001:
+                raise CliError(
+                    f"the role users cannot run {target}: {part} is not open to others; install "
+                    "boxmaker into a virtual environment they can read, e.g. "
+                    "/usr/bin/python3 -m venv /opt/boxmaker (see README.md)"
+                )
 
 
 def _sandbox_ready() -> bool:

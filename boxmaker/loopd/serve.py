@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,7 +36,8 @@ FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
 def bind(path: Path, dir_mode: int = 0o700, socket_mode: int = 0o600) -> socket.socket:
     """A listening socket at `path`; its directory made if missing, both modes set."""
     path.parent.mkdir(mode=dir_mode, parents=True, exist_ok=True)
-    os.chmod(path.parent, dir_mode)
+    if stat.S_IMODE(path.parent.stat().st_mode) != dir_mode:  # a chmod would drop setgid
+        os.chmod(path.parent, dir_mode)
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o777 & ~socket_mode)

@@ -1,0 +1,209 @@
+"""The supervised tree installed as root: a user per role, and the kernel keeping them apart.
+
+Needs root (CI runs as root); elsewhere it is skipped, and says so. It makes an
+owner user, runs `bxctl install --prefix <tmp> --owner <it>`, checks the layout
+file by file, starts supervisord from the generated configuration and checks that
+each role runs as its own user, that loopd's user is refused by admin.sock with
+EACCES while the owner can use it, that a chat turn works through the supervised
+roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
+and that a second install changes nothing. The users and groups it made are
+removed afterwards, whatever happens.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent.parent
+OWNER = "bxtestowner"
+USERS = ("bx-broker", "bx-loop", OWNER)
+GROUPS = ("bx-loop-broker", "bx-owner-broker", "bx-loop-clients")
+
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        os.geteuid() != 0 and not os.environ.get("CI"),
+        reason="a root install needs root (CI runs it as root)",
+    ),
+]
+
+
+def _run(
+    *argv: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _remove_accounts() -> None:
+    for user in USERS:
+        _run("userdel", user)
+    for group in (*GROUPS, "bx-broker", "bx-loop", OWNER):
+        _run("groupdel", group)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """boxmaker in a virtual environment made with /usr/bin/python3, open to the role users.
+
+    The suite's own environment may use an interpreter under /root, which no role
+    user can run; a real root install uses an environment like this (README.md).
+    """
+    for part in REPO.parents:
+        assert part.stat().st_mode & 0o001, f"the role users cannot reach the checkout: {part}"
+    base = tmp_path_factory.mktemp("venv")
+    for part in (base, *base.parents):
+        if part != Path("/"):
+            part.chmod(part.stat().st_mode | 0o005)
+    env = base / "env"
+    made = _run("/usr/bin/python3", "-m", "venv", str(env), timeout=300)
+    assert made.returncode == 0, (
+        f"python3-venv is needed (scripts/install-host-packages): {made.stderr}"
+    )
+    pip = _run(str(env / "bin" / "pip"), "install", "--quiet", "-e", str(REPO), timeout=1800)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    return env / "bin"
+
+
+@pytest.fixture
+def installed(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    assert os.geteuid() == 0, "CI must run the root install test as root"
+    _remove_accounts()
+    prefix = tmp_path_factory.mktemp("root")
+    for part in (prefix, *prefix.parents):  # every role user must reach the home
+        if part != Path("/"):
+            part.chmod(part.stat().st_mode | 0o005)
+    assert _run("useradd", "--no-create-home", OWNER).returncode == 0
+    conf = prefix / "etc" / "boxmaker" / "supervisord.conf"
+    try:
+        done = _run(
+            str(venv / "bxctl"), "install", "--prefix", str(prefix), "--owner", OWNER, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield prefix, venv
+    finally:
+        if conf.exists():
+            _run(str(venv / "supervisorctl"), "-c", str(conf), "shutdown")
+        _remove_accounts()
+
+
+def _owner_mode(path: Path) -> tuple[str, str, int]:
+    info = path.stat()
+    return (
+        pwd.getpwuid(info.st_uid).pw_name,
+        grp.getgrgid(info.st_gid).gr_name,
+        stat.S_IMODE(info.st_mode),
+    )
+
+
+def _connect_as(user: str, path: Path) -> subprocess.CompletedProcess[str]:
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX)\n"
+        "try:\n s.connect(sys.argv[1]); print('connected')\n"
+        "except PermissionError: print('EACCES')\n"
+    )
+    return _run("runuser", "-u", user, "--", "/usr/bin/python3", "-c", probe, str(path))
+
+
+def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> None:
+    installed_prefix, bin_dir = installed
+    home = installed_prefix / "var" / "lib" / "boxmaker"
+    etc = installed_prefix / "etc" / "boxmaker"
+    assert _owner_mode(home / "run" / "loop-broker") == ("bx-broker", "bx-loop-broker", 0o2750)
+    assert _owner_mode(home / "run" / "owner-broker") == ("bx-broker", "bx-owner-broker", 0o2750)
+    assert _owner_mode(home / "run" / "loop") == ("bx-loop", "bx-loop-clients", 0o2750)
+    assert _owner_mode(home / "audit") == ("bx-broker", "bx-broker", 0o700)
+    assert _owner_mode(home / "broker") == ("bx-broker", "bx-broker", 0o700)
+    assert _owner_mode(home / "loop") == ("bx-loop", "bx-loop", 0o700)
+    assert _owner_mode(etc / "brokerd.toml") == ("root", "bx-broker", 0o640)
+    assert _owner_mode(etc / "loopd.toml") == ("root", "bx-loop", 0o640)
+    assert "bx-loop" in grp.getgrnam("bx-loop-broker").gr_mem
+    assert grp.getgrnam("bx-owner-broker").gr_mem == [OWNER]
+    assert "user=bx-broker" in (etc / "supervisor.conf.d" / "brokerd.conf").read_text()
+
+    loopd = etc / "loopd.toml"
+    loopd.write_text(
+        loopd.read_text().replace('path = ""', 'path = ""\nmax_tokens = 16\nthreads = 2')
+    )
+    conf = str(etc / "supervisord.conf")
+    assert _run(str(bin_dir / "supervisord"), "-c", conf).returncode == 0
+    env = {"BOXMAKER_HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    _wait(
+        lambda: _run(str(bin_dir / "bxctl"), "status", env=env).returncode == 0,
+        "every role to answer",
+    )
+
+    for program, user in (("brokerd", "bx-broker"), ("loopd", "bx-loop")):
+        pid = _run(
+            str(bin_dir / "supervisorctl"), "-c", conf, "pid", f"boxmaker:{program}"
+        ).stdout.strip()
+        owner = _run("ps", "-o", "user=", "-p", pid).stdout.strip()
+        assert owner == user, f"{program} runs as {owner}"
+    assert _owner_mode(home / "run" / "owner-broker" / "admin.sock")[2] == 0o660
+
+    admin = home / "run" / "owner-broker" / "admin.sock"
+    assert _connect_as("bx-loop", admin).stdout.strip() == "EACCES"
+    owner_id = _run("runuser", "-u", OWNER, "--", "id").stdout
+    listing = _run("ls", "-l", str(admin)).stdout
+    assert _connect_as(OWNER, admin).stdout.strip() == "connected", owner_id + listing
+    assert (
+        _connect_as("bx-loop", home / "run" / "loop-broker" / "broker.sock").stdout.strip()
+        == "connected"
+    )
+
+    chat = _run(str(bin_dir / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
+    assert chat.returncode == 0, chat.stderr
+
+    pid = int(_run(str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd").stdout)
+    os.kill(pid, signal.SIGKILL)
+    _wait(
+        lambda: (
+            _run(
+                str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd"
+            ).stdout.strip()
+            not in ("", "0", str(pid))
+        ),
+        "supervisord to restart brokerd",
+    )
+    _wait(
+        lambda: _run(str(bin_dir / "bxctl"), "status", env=env).returncode == 0,
+        "the tree to answer again",
+    )
+    verify = _run(str(bin_dir / "bxctl"), "audit", "verify", "--home", str(home))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    again = _run(
+        str(bin_dir / "bxctl"),
+        "install",
+        "--prefix",
+        str(installed_prefix),
+        "--owner",
+        OWNER,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == "install (root install): nothing to change", (
+        again.stdout
+    )
