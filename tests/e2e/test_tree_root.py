@@ -57,10 +57,24 @@ def _wait(condition: Callable[[], bool], what: str, timeout: float = 240) -> Non
 
 
 def _remove_accounts() -> None:
+    """Remove the test's users and groups; a user's processes are ended first."""
     for user in USERS:
-        _run("userdel", user)
+        deadline = time.monotonic() + 30
+        while _user_exists(user):
+            _run("pkill", "-KILL", "-u", user)
+            if _run("userdel", user).returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     for group in (*GROUPS, "bx-broker", "bx-loop", OWNER):
         _run("groupdel", group)
+
+
+def _user_exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
