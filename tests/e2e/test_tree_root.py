@@ -221,3 +221,53 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert again.stdout.splitlines()[-1] == "install (root install): nothing to change", (
         again.stdout
     )
+
+
+DEV_USER = "bxtestdev"
+
+
+def test_dev_mode_as_a_normal_user_gives_a_working_tree(
+    venv: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    assert os.geteuid() == 0, "CI must run this test as root (it makes a user)"
+    _run("userdel", DEV_USER)
+    assert _run("useradd", "--create-home", DEV_USER).returncode == 0
+    home_dir = Path(pwd.getpwnam(DEV_USER).pw_dir)
+    prefix = home_dir / "bx"
+    conf = prefix / "etc" / "supervisord.conf"
+
+    def as_user(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        env = f"BOXMAKER_HOME={prefix / 'home'}"
+        return _run("runuser", "-u", DEV_USER, "--", "env", env, *argv, timeout=timeout)
+
+    try:
+        done = as_user(str(venv / "bxctl"), "install", "--prefix", str(prefix), timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "install (dev mode)" in done.stdout
+        loopd = prefix / "etc" / "loopd.toml"
+        loopd.write_text(loopd.read_text().replace('path = ""', 'path = ""\nmax_tokens = 16'))
+        assert stat.S_IMODE((prefix / "home").stat().st_mode) == 0o700
+        assert as_user(str(venv / "supervisord"), "-c", str(conf)).returncode == 0
+        _wait(
+            lambda: as_user(str(venv / "bxctl"), "status").returncode == 0, "the dev tree to answer"
+        )
+        for program in ("brokerd", "loopd"):
+            pid = as_user(
+                str(venv / "supervisorctl"), "-c", str(conf), "pid", f"boxmaker:{program}"
+            )
+            assert _run("ps", "-o", "user=", "-p", pid.stdout.strip()).stdout.strip() == DEV_USER
+        socket_mode = stat.S_IMODE(
+            (prefix / "home" / "run" / "owner-broker" / "admin.sock").stat().st_mode
+        )
+        assert socket_mode == 0o600
+        chat = as_user(str(venv / "bxctl"), "chat", "--say", "hello", timeout=300)
+        assert chat.returncode == 0, chat.stderr
+    finally:
+        if conf.exists():
+            as_user(str(venv / "supervisorctl"), "-c", str(conf), "shutdown")
+        deadline = time.monotonic() + 30
+        while _user_exists(DEV_USER) and time.monotonic() < deadline:
+            _run("pkill", "-KILL", "-u", DEV_USER)
+            if _run("userdel", "--remove", DEV_USER).returncode == 0:
+                break
+            time.sleep(0.2)
