@@ -27,7 +27,7 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 EMBEDDED_NAME = "gemma-3-270m-q4_k_m.gguf"
-SAVED_SESSIONS = 4
+SAVED_SESSIONS = 2  # each saved state holds llama.cpp's whole context (hundreds of MiB)
 
 
 @dataclass(frozen=True)
