@@ -19,31 +19,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
     TomlConfigSettingsSource,
 )
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.settings_check import settings_from
+from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class PathsSection(_Section):
+class PathsSection(Section):
     home: str = ""
     grants: str = "/etc/boxmaker/grants"
 
 
-class SocketsSection(_Section):
+class SocketsSection(Section):
     broker: str = ""
     admin: str = ""
     # true in a root install: directories 2750 and sockets 0660, shared with the
@@ -56,11 +49,11 @@ class SocketsSection(_Section):
         return (0o2750, 0o660) if self.group_access else (0o700, 0o600)
 
 
-class ApprovalsSection(_Section):
+class ApprovalsSection(Section):
     ttl_ms: int = Field(default=900_000, ge=1)
 
 
-class RunnerSection(_Section):
+class RunnerSection(Section):
     backend: Literal["refusing", "bwrap", "podman"] = "bwrap"
     timeout_ms: int = Field(default=60_000, ge=1)
     memory_mb: int = Field(default=512, ge=16)
@@ -70,26 +63,13 @@ class RunnerSection(_Section):
     rootfs: str = "/var/lib/boxmaker-sandbox/rootfs"
 
 
-class BrokerdConfig(BaseSettings):
+class BrokerdConfig(RoleSettingsBase):
     """Everything brokerd reads from brokerd.toml, with defaults filled in."""
-
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
 
     paths: PathsSection = PathsSection()
     sockets: SocketsSection = SocketsSection()
     approvals: ApprovalsSection = ApprovalsSection()
     runner: RunnerSection = RunnerSection()
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # the TOML file is read explicitly in load_config
 
     @property
     def home(self) -> Path:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from boxmaker.core.errors import ConfigError
 
@@ -85,3 +86,31 @@ def settings_from(
     paths = settings.paths
     assert isinstance(paths, BaseModel)
     return settings.model_copy(update={"paths": paths.model_copy(update={"home": home})})
+
+
+class Section(BaseModel):
+    """A table of a role's TOML file: unknown keys refused, no coercion."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RoleSettingsBase(BaseSettings):
+    """Base of every role's settings: unknown keys refused, and no source but the file.
+
+    The role reads its TOML file itself and hands the data to `settings_from`;
+    environment variables are not a source (a typo in one would pass unnoticed),
+    except BOXMAKER_HOME, which `settings_from` applies.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)

@@ -21,31 +21,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
     TomlConfigSettingsSource,
 )
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.settings_check import settings_from
+from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
 NO_BROKER = "none"
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class PathsSection(_Section):
+class PathsSection(Section):
     home: str = ""
 
 
-class ModelSection(_Section):
+class ModelSection(Section):
     path: str = ""
     template: Literal["auto", "gemma", "chatml"] = "auto"
     context: int = Field(default=4096, ge=256)
@@ -58,42 +51,29 @@ class ModelSection(_Section):
     seed: int = Field(default=-1)
 
 
-class BrokerSection(_Section):
+class BrokerSection(Section):
     socket: str = ""
     timeout_ms: int = Field(default=120_000, ge=0)
 
 
-class SocketsSection(_Section):
+class SocketsSection(Section):
     loop: str = ""
     # true in a root install: directories 2750 and sockets 0660, shared with the
     # client role's group; false (dev mode): 0700 and 0600, this user only
     group_access: bool = False
 
 
-class TurnSection(_Section):
+class TurnSection(Section):
     max_tool_calls: int = Field(default=8, ge=0)
     max_tokens: int = Field(default=2048, ge=1)
 
 
-class LoopdConfig(BaseSettings):
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
-
+class LoopdConfig(RoleSettingsBase):
     paths: PathsSection = PathsSection()
     model: ModelSection = ModelSection()
     broker: BrokerSection = BrokerSection()
     sockets: SocketsSection = SocketsSection()
     turn: TurnSection = TurnSection()
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
 
     @property
     def home(self) -> Path:
