@@ -68,11 +68,11 @@ class Layout:
 
 
 def source_dir() -> Path:
-    """The boxmaker checkout this bxctl runs from (templates and example grants)."""
-    here = Path(__file__).resolve().parent.parent.parent
-    if not (here / "supervisor.conf.d").is_dir() or not (here / "grants.example").is_dir():
-        raise CliError(f"run bxctl install from a boxmaker checkout ({here} is not one)")
-    return here
+    """The boxmaker checkout with the templates and example grants: this bxctl's, or cwd."""
+    for here in (Path(__file__).resolve().parent.parent.parent, Path.cwd()):
+        if (here / "supervisor.conf.d").is_dir() and (here / "grants.example").is_dir():
+            return here
+    raise CliError("run bxctl install from a boxmaker checkout (its templates are not here)")
 
 
 def layout_for(args: argparse.Namespace) -> Layout:
