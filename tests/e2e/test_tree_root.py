@@ -16,6 +16,7 @@ import grp
 import os
 import pwd
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -23,6 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from boxmaker.core.connection import ClientConnection
+from boxmaker.core.messages import ToolRequest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OWNER = "bxtestowner"
@@ -190,8 +194,25 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     chat = _run(str(bin_dir / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr
 
+    # a call in flight: an ask grant, a tool_request sent as loopd would, and brokerd
+    # killed while the call waits for the owner
+    (etc / "grants" / "tmp-shell.toml").write_text(
+        'tool = "shell"\nmode = "ask"\nmax_taint = "private"\nresult_class = "private"\n'
+    )
+    broker_sock = home / "run" / "loop-broker" / "broker.sock"
+    request = ToolRequest(session="e2e", call="c1", tool="shell", arguments='{"command":"true"}')
+    connection = ClientConnection("c1")
+    in_flight = socket.socket(socket.AF_UNIX)
+    in_flight.settimeout(30)
+    in_flight.connect(str(broker_sock))
+    in_flight.sendall(connection.request(request))
+    first = connection.receive(in_flight.recv(65536))
+    assert first, "brokerd sent nothing for the ask call"
+    assert first[0].message.kind == "tool_response"
+    assert not first[0].final  # pending: the call is mid-way
     pid = int(_run(str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd").stdout)
     os.kill(pid, signal.SIGKILL)
+    in_flight.close()
     _wait(
         lambda: (
             _run(
@@ -207,6 +228,7 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     )
     verify = _run(str(bin_dir / "bxctl"), "audit", "verify", "--home", str(home))
     assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "approval pending or abandoned" in verify.stdout  # the call cut off by the kill
 
     again = _run(
         str(bin_dir / "bxctl"),
