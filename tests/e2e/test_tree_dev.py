@@ -68,10 +68,15 @@ def test_the_tree_comes_up_answers_and_survives_a_restart(
     prefix, env = tree
     conf = str(prefix / "etc" / "supervisord.conf")
     _wait(lambda: _status(env).returncode == 0, "every role to answer")
-    programs = _run(str(BIN / "supervisorctl"), "-c", conf, "status")
-    assert "boxmaker:brokerd" in programs.stdout
-    assert "boxmaker:loopd" in programs.stdout
-    assert programs.stdout.count("RUNNING") == 2, programs.stdout
+    # supervisord calls a program RUNNING once it has stayed up for its startsecs
+    _wait(
+        lambda: _run(str(BIN / "supervisorctl"), "-c", conf, "status").stdout.count("RUNNING") == 2,
+        "supervisord to see both programs RUNNING",
+        timeout=60,
+    )
+    programs = _run(str(BIN / "supervisorctl"), "-c", conf, "status").stdout
+    assert "boxmaker:brokerd" in programs
+    assert "boxmaker:loopd" in programs
 
     chat = _run(str(BIN / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr
