@@ -1,11 +1,11 @@
 """Printing text the model chose as data, never as terminal control. No I/O.
 
-Each of these characters is shown as `\\uXXXX` (four lowercase hex digits): the
+Each of these characters is shown as `\\uhhhh` (four lowercase hex digits): the
 C0 and C1 controls and DEL (U+0000-001F, U+007F-009F), the zero-width and
 direction marks (U+200B-200F), the line and paragraph separators and direction
 embeddings and overrides (U+2028-202E), the word joiner and direction isolates
 (U+2060-2069), and the byte order mark (U+FEFF). Arguments are JSON, where
-`\\uXXXX` is the standard spelling of the same character and a real backslash is
+`\\uhhhh` is the standard spelling of the same character and a real backslash is
 already `\\\\`, so the escaped text is still exactly the arguments and a
 displayed path cannot differ from the matched one.
 """
@@ -25,7 +25,7 @@ def _code(match: re.Match[str]) -> str:
 
 
 def escape_arguments(text: str) -> str:
-    """`text` with every unsafe character, newline and tab included, as `\\uXXXX`."""
+    """`text` with every unsafe character, newline and tab included, as `\\uhhhh`."""
     return _UNSAFE.sub(_code, text)
 
 
