@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from boxmaker.brokerd.approvals import Pending, PendingTable
+from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
 from boxmaker.brokerd.listener import Connection
@@ -63,33 +63,14 @@ class AdminHandler:
         if isinstance(message, Status):
             return self.status()
         if isinstance(message, Approve):
-            entry = self.table.take(message.approval)
-            if entry is None:
+            verdict = self._settle(message.approval, ApprovalAnswer.APPROVED)
+            if verdict is None:
                 return _no_such(message.approval)
-            verdict = self.ledger.answer(
-                entry.ask,
-                entry.approval,
-                ApprovalAnswer.APPROVED,
-                self.grants.load,
-                self.clock(),
-                by=BY,
-            )
-            entry.send(verdict)
             return ApproveResult(outcome=verdict.record())
         if isinstance(message, Refuse):
-            entry = self.table.take(message.approval)
-            if entry is None:
+            verdict = self._settle(message.approval, ApprovalAnswer.REFUSED, message.reason)
+            if verdict is None:
                 return _no_such(message.approval)
-            verdict = self.ledger.answer(
-                entry.ask,
-                entry.approval,
-                ApprovalAnswer.REFUSED,
-                self.grants.load,
-                self.clock(),
-                reason=message.reason,
-                by=BY,
-            )
-            entry.send(verdict)
             if isinstance(verdict, Denial) and verdict.reason is DenyReason.AUDIT_UNAVAILABLE:
                 return Error(
                     code=ErrorCode.UNAVAILABLE,
@@ -98,6 +79,15 @@ class AdminHandler:
             return Ok()
         log.error("event=forbidden kind=%s socket=admin.sock %s", message.kind, FORBIDDEN_POINTER)
         raise ProtocolError(ErrorCode.FORBIDDEN, f"{message.kind} is not accepted on admin.sock")
+
+    def _settle(
+        self, approval: int, answer: ApprovalAnswer, reason: str | None = None
+    ) -> Verdict | None:
+        """Take the entry and answer it (None if someone else has); the verdict."""
+        entry = self.table.take(approval)
+        if entry is None:
+            return None
+        return settle(entry, answer, self.ledger, self.grants, self.clock, reason=reason, by=BY)
 
 
 def _no_such(approval: int) -> Error:
@@ -119,6 +109,23 @@ def expire_loop(
 
 
 def expire(entry: Pending, ledger: Ledger, grants: GrantsDir, clock: Callable[[], str]) -> None:
-    verdict = ledger.answer(entry.ask, entry.approval, ApprovalAnswer.EXPIRED, grants.load, clock())
-    entry.send(verdict)
+    settle(entry, ApprovalAnswer.EXPIRED, ledger, grants, clock)
     log.info("event=approval_expired approval=%d", entry.approval)
+
+
+def settle(
+    entry: Pending,
+    answer: ApprovalAnswer,
+    ledger: Ledger,
+    grants: GrantsDir,
+    clock: Callable[[], str],
+    *,
+    reason: str | None = None,
+    by: str | None = None,
+) -> Verdict:
+    """Record the answer to an entry this thread took out of the table, and hand it over."""
+    verdict = ledger.answer(
+        entry.ask, entry.approval, answer, grants.load, clock(), reason=reason, by=by
+    )
+    entry.send(verdict)
+    return verdict
