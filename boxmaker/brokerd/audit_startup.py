@@ -31,12 +31,12 @@ from boxmaker.brokerd.audit_writer import (
     AuditWriter,
     Position,
 )
+from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.audit_records import (
     AcceptedBreakEvent,
     RecordError,
     RecoveryEvent,
     decode_record,
-    is_audit_file_name,
 )
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport

@@ -30,11 +30,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.audit_names import audit_file_name
 from boxmaker.core.audit_records import (
     AcceptedBreakEvent,
     AuditEvent,
     RecoveryEvent,
-    audit_file_name,
     encode_line,
 )
 from boxmaker.core.timestamps import check_timestamp

@@ -19,12 +19,13 @@ exit 0; or, on stdout, `<file>:<line>: <what>` and, on stderr,
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from pathlib import Path
 from typing import Any
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
-from boxmaker.core.audit_records import is_audit_file_name
+from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
 
@@ -46,6 +47,9 @@ def add_parser(commands: Any) -> None:
     verify.set_defaults(handler=cmd_verify)
 
 
+_BLOCK = 8 << 20  # read in blocks of 8 MiB: a log of any size verifies in bounded memory
+
+
 def verify_home(home: Path) -> ChainReport:
     """The report on every file of `<home>/audit/`; CliError if it cannot be read."""
     audit_dir = home / "audit"
@@ -55,12 +59,25 @@ def verify_home(home: Path) -> ChainReport:
         raise CliError(f"cannot read the audit log in {audit_dir}: {exc.strerror or exc}") from exc
     verifier = ChainVerifier()
     for name in names:
+        path = audit_dir / name
         try:
-            content = (audit_dir / name).read_bytes()
+            _feed_file(verifier, name, path)
         except OSError as exc:
-            raise CliError(f"cannot read {audit_dir / name}: {exc.strerror or exc}") from exc
-        verifier.feed(name, content)
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from exc
     return verifier.finish()
+
+
+def _feed_file(verifier: ChainVerifier, name: str, path: Path) -> None:
+    """Feed the lines of `path` block by block, as `verifier.feed` would take them whole."""
+    verifier.file(name)
+    rest = b""
+    with path.open("rb", buffering=0) as file:
+        while block := file.read(_BLOCK):
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()  # the start of a line the next block ends
+            verifier.lines(lines)
+    if rest:
+        verifier.line(rest, False)
 
 
 def report_lines(report: ChainReport) -> list[str]:
@@ -83,6 +100,9 @@ def report_lines(report: ChainReport) -> list[str]:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     home: Path = args.home or Path(os.environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
+    # The verifier makes many short-lived objects and no reference cycles: the
+    # cycle collector would only add pauses (about a tenth of the time on a big log).
+    gc.disable()
     report = verify_home(home)
     if report.failure is not None:
         out(report.failure.render())

@@ -7,43 +7,52 @@ statuses: `CliError` prints its line, anything else is a bug and says so.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from boxmaker import __version__
-from boxmaker.bxctl import (
-    approvals_cmd,
-    audit_cmd,
-    chat_cmd,
-    grants_cmd,
-    install_cmd,
-    status_cmd,
-)
 from boxmaker.bxctl.cli import CliError, Parser, err
 
-COMMAND_MODULES = (
-    grants_cmd,
-    approvals_cmd,
-    chat_cmd,
-    audit_cmd,
-    status_cmd,
-    install_cmd,
-)
+# Each command module, by the commands it registers. Only the module a command
+# line names is imported (some import pydantic and the wire models, which a
+# quick `bxctl audit verify` does not need); help and mistakes import them all.
+COMMAND_MODULES = {
+    "grants": "grants_cmd",
+    "approvals": "approvals_cmd",
+    "approve": "approvals_cmd",
+    "refuse": "approvals_cmd",
+    "chat": "chat_cmd",
+    "audit": "audit_cmd",
+    "status": "status_cmd",
+    "install": "install_cmd",
+}
 
 
-def build_parser() -> Parser:
+def _modules(argv: Sequence[str]) -> list[ModuleType]:
+    names = dict.fromkeys(COMMAND_MODULES.values())  # in order, once each
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMAND_MODULES:
+        names = {COMMAND_MODULES[first]: None}
+    return [importlib.import_module(f"boxmaker.bxctl.{name}") for name in names]
+
+
+def build_parser(argv: Sequence[str] = ()) -> Parser:
+    """The parser; with `argv`, only for the command it names (when it names one)."""
     parser = Parser(prog="bxctl", description="The owner's command line for boxmaker.")
     parser.add_argument("--version", action="version", version=f"bxctl {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
-    for module in COMMAND_MODULES:
+    for module in _modules(argv):
         module.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv).parse_args(argv)
         handler: Callable[..., int] = args.handler
         return handler(args)
     except CliError as exc:

@@ -44,25 +44,41 @@ bytes without its newline):
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-import orjson
-
-from boxmaker.core.audit_records import U64_MAX, FastCheck, RecordError, decode_record
+from boxmaker.core.audit_views import (
+    U64_MAX,
+    AcceptedBreakView,
+    AllowedView,
+    ApprovalView,
+    AskView,
+    DecisionView,
+    EventView,
+    RecordView,
+    RecoveryView,
+    ResultView,
+    Vouch,
+    decode_views,
+    view_of_model,
+    vouched_view,
+)
 from boxmaker.core.chain_report import ChainFailure, ChainReport, Location, TornTail
 from boxmaker.core.hashes import ZERO_HASH, check_hash
 
-# A line held back: (file, line, index, size, digest, before, obj, error, newline, recovers)
+# A line held back: (file, line, index, size, digest, before, view, error, newline, recovers)
 #   index   its number counted across every file fed (1-based)
 #   before  the hash of the line just before it, whatever that line was
-#   obj     the record as a dict (orjson's shape), or None if it does not parse
+#   view    the record, or None if it does not parse
 #   recovers  it is a Recovery that recovered the line before it
-_Held = tuple[str, int, int, int, str, str, Any, str, bool, bool]
+_Held = tuple[str, int, int, int, str, str, RecordView | None, str, bool, bool]
 
 _NO_NEWLINE = "the line has no newline"
 _BAD_PREV = "prev is not the hash of the line before"
 _LONE_RECOVERY = "a recovery record that describes no line"
 _LONE_BREAK = "an accepted break with no failure before it"
+
+_PLAIN = frozenset((DecisionView, ApprovalView, ResultView))  # the events a run may hold
+_sha256 = hashlib.sha256
 
 
 class _Region:
@@ -83,6 +99,8 @@ class _Region:
 
 class ChainVerifier:
     """A pure state machine over the lines of the audit log (rules above)."""
+
+    run_size = 2048  # `lines` tries runs of this many lines, accepting each whole when it can
 
     def __init__(self) -> None:
         self._next_seq = 0
@@ -107,7 +125,7 @@ class ChainVerifier:
         self._running: dict[int, None] = {}
         self._abandoned: list[int] = []
         self._unfinished: list[int] = []
-        self._check = FastCheck()
+        self._vouch = Vouch()
 
     @classmethod
     def resume(cls, next_seq: int, prev: str) -> ChainVerifier:
@@ -136,11 +154,24 @@ class ChainVerifier:
         self.file(name)
         lines = content.split(b"\n")
         last = lines.pop()  # b"" when the content ends with a newline
-        line = self.line
-        for data in lines:
-            line(data, True)
+        self.lines(lines)
         if last:
-            line(last, False)
+            self.line(last, False)
+
+    def lines(self, batch: Sequence[bytes]) -> None:
+        """Lines that each had a newline: the same as `line(data, True)` for each, faster.
+
+        A run of lines that plainly verify (see `_run`) is accepted whole; any
+        other run goes line by line.
+        """
+        if self._file is None:
+            raise ValueError("ChainVerifier.lines before ChainVerifier.file")
+        size = self.run_size
+        for start in range(0, len(batch), size):
+            run = batch[start : start + size]
+            if not self._run(run):
+                for data in run:
+                    self.line(data, True)
 
     def line(self, data: bytes, has_newline: bool) -> None:
         """One line, without its newline; `has_newline` is False only for a file's last line."""
@@ -148,18 +179,12 @@ class ChainVerifier:
             raise ValueError("ChainVerifier.line before ChainVerifier.file")
         self._index += 1
         self._file_line += 1
-        digest = hashlib.sha256(data).hexdigest()
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        error = ""
-        if obj is None or not self._check.check(obj, self._last_digest):
-            obj, error = _slow_parse(data)
+        digest = _sha256(data).hexdigest()
+        view, error = self._parse(data)
         held = self._held
         recovers = False
         if held is not None:
-            recovers = obj is not None and self._recovers(obj, held)
+            recovers = view is not None and self._recovers(view, held)
             if recovers:
                 if self._region is None:
                     self._recoveries.append(Location(held[0], held[1]))
@@ -174,7 +199,7 @@ class ChainVerifier:
             len(data),
             digest,
             self._last_digest,
-            obj,
+            view,
             error,
             has_newline,
             recovers,
@@ -182,49 +207,141 @@ class ChainVerifier:
         self._last_digest = digest
         self._last_newline = has_newline
 
+    def _parse(self, data: bytes) -> tuple[RecordView | None, str]:
+        """The record in `data`, vouched for, else decided by the pydantic models."""
+        view = vouched_view(data, self._vouch, self._last_digest)
+        return (view, "") if view is not None else _slow_parse(data)
+
+    # --- runs -------------------------------------------------------------------
+
+    def _run(self, run: Sequence[bytes]) -> bool:
+        """Accept `run` whole if every line of it plainly verifies; else change nothing.
+
+        Plainly: no failed region is open; the line held before the run (if any)
+        verifies; every line of the run is a Decision, Approval or Result that
+        is vouched for, numbered on from the head and chained to it. Such a line
+        can be neither recovered nor a break, so `line` would accept every one.
+        The last line of the run is held, as `line` would hold it.
+        """
+        if self._region is not None or len(run) < 2:
+            return False
+        views = decode_views(run)
+        if views is None:
+            return False
+        events = [view.event for view in views]
+        if not _PLAIN.issuperset(map(type, events)):
+            return False
+        held = self._held
+        if held is None:
+            next_seq, head = self._next_seq, self._prev
+        elif self._plainly_verifies(held):
+            assert held[6] is not None
+            next_seq, head = held[6].seq + 1, held[4]
+        else:
+            return False
+        count = len(run)
+        seqs = [view.seq for view in views]
+        if seqs != list(range(next_seq, next_seq + count)):
+            return False
+        digests = [_sha256(data).hexdigest() for data in run]
+        digests.insert(0, head)
+        if [view.prev for view in views] != digests[:-1]:
+            return False
+        del digests[0]
+        times = [view.time for view in views]
+        if not self._vouch(times, events, ()):  # each prev is a digest: checked above
+            return False
+        if held is not None:
+            self._judge(held)  # it verifies: checked above
+        first_line = self._file_line + 1
+        self._file_line += count
+        self._index += count
+        accepted = count - 1  # the last line is held
+        self._records += accepted
+        self._prev = self._last_good = self._head = digests[-2]
+        self._next_seq = seqs[-2] + 1
+        self._note_times(times[:accepted], first_line)
+        _track(zip(seqs[:accepted], events[:accepted], strict=True), self._asks, self._running)
+        assert self._file is not None
+        self._held = (
+            self._file,
+            self._file_line,
+            self._index,
+            len(run[-1]),
+            digests[-1],
+            digests[-2],
+            views[-1],
+            "",
+            True,
+            False,
+        )
+        self._last_digest = digests[-1]
+        self._last_newline = True
+        return True
+
+    def _plainly_verifies(self, held: _Held) -> bool:
+        """Would `_judge` accept `held` now, with a Decision, Approval or Result after it?"""
+        view, newline, recovers = held[6], held[8], held[9]
+        if view is None or not newline:
+            return False
+        return recovers or (
+            type(view.event) in _PLAIN and view.seq == self._next_seq and view.prev == self._prev
+        )
+
+    def _note_times(self, times: Sequence[str], first_line: int) -> None:
+        """Clock warnings for accepted records with these times, from line `first_line` on."""
+        last = self._last_time
+        if (last is not None and times[0] < last) or sorted(times) != list(times):
+            previous = last
+            for offset, time in enumerate(times):
+                if previous is not None and time < previous:
+                    assert self._file is not None
+                    self._clock.append(Location(self._file, first_line + offset))
+                previous = time
+        self._last_time = times[-1]
+
     # --- judging ----------------------------------------------------------------
 
-    def _recovers(self, obj: dict[str, Any], held: _Held) -> bool:
-        """Is `obj` a Recovery describing the held line exactly?"""
-        event = obj["event"]
-        if event["type"] != "recovery":
+    def _recovers(self, view: RecordView, held: _Held) -> bool:
+        """Is `view` a Recovery describing the held line exactly?"""
+        event = view.event
+        if type(event) is not RecoveryView:
             return False
-        if event["torn_bytes"] != held[3] or event["torn_sha256"] != held[4]:
+        if event.torn_bytes != held[3] or event.torn_sha256 != held[4]:
             return False
         region = self._region
         if region is None:
-            return bool(obj["prev"] == self._prev and obj["seq"] == self._next_seq)
+            return view.prev == self._prev and view.seq == self._next_seq
         expected_seq = region.expected_seq + (held[2] - region.index)
-        return bool(obj["prev"] == held[5] and obj["seq"] == expected_seq)
+        return view.prev == held[5] and view.seq == expected_seq
 
     def _judge(self, held: _Held) -> None:
         """Judge a held line outside a failed region: it verifies, or opens one."""
-        before, obj, error, newline, recovers = held[5:]
+        before, view, error, newline, recovers = held[5:]
         if recovers:
             self._accept(held)
             return
-        if obj is None:
+        if view is None:
             self._fail(held, error)
             return
         if not newline:
             self._fail(held, _NO_NEWLINE)
             return
-        event = obj["event"]
-        kind = event["type"]
-        if kind == "accepted_break" and self._from_earlier_file(event):
-            if obj["prev"] != before:
+        event = view.event
+        if type(event) is AcceptedBreakView and self._from_earlier_file(event):
+            if view.prev != before:
                 self._fail(held, _BAD_PREV)
             else:
                 self._accept_break(held)
             return
-        seq = obj["seq"]
+        seq = view.seq
         if seq != self._next_seq:
             self._fail(held, f"seq is {seq}, expected {self._next_seq}")
-        elif obj["prev"] != self._prev:
+        elif view.prev != self._prev:
             self._fail(held, _BAD_PREV)
-        elif kind == "recovery":
+        elif type(event) is RecoveryView:
             self._fail(held, _LONE_RECOVERY)
-        elif kind == "accepted_break":
+        elif type(event) is AcceptedBreakView:
             self._fail(held, _LONE_BREAK)
         else:
             self._accept(held)
@@ -233,29 +350,29 @@ class ChainVerifier:
         """Inside a failed region a line matters only as the break that closes it."""
         region = self._region
         assert region is not None
-        obj, newline, recovers = held[6], held[8], held[9]
-        if obj is None or not newline or recovers:
+        view, newline, recovers = held[6], held[8], held[9]
+        if view is None or not newline or recovers:
             return
-        event = obj["event"]
-        if event["type"] != "accepted_break":
+        event = view.event
+        if type(event) is not AcceptedBreakView:
             return
         if self._from_earlier_file(event):
-            accepted = obj["prev"] == held[5]
+            accepted = view.prev == held[5]
         else:
             accepted = (
-                event["file"] == region.file
-                and event["line"] == region.line
-                and event["last_good"] == region.last_good
-                and obj["prev"] == held[5]
-                and obj["seq"] == region.expected_seq + (held[2] - region.index)
+                event.file == region.file
+                and event.line == region.line
+                and event.last_good == region.last_good
+                and view.prev == held[5]
+                and view.seq == region.expected_seq + (held[2] - region.index)
             )
         if accepted:
             self._region = None
             self._accept_break(held)
 
-    def _from_earlier_file(self, event: dict[str, Any]) -> bool:
+    def _from_earlier_file(self, event: AcceptedBreakView) -> bool:
         first = self._first_file
-        return self._resumed and first is not None and event["file"] < first
+        return self._resumed and first is not None and event.file < first
 
     def _fail(self, held: _Held, what: str) -> None:
         self._region = _Region(held[0], held[1], held[2], what, self._last_good, self._next_seq)
@@ -266,33 +383,22 @@ class ChainVerifier:
 
     def _accept(self, held: _Held) -> None:
         """A record verified: it becomes the head."""
-        obj = held[6]
+        view = held[6]
+        assert view is not None
         digest = held[4]
         self._records += 1
         self._prev = self._last_good = digest
         self._head = digest
-        seq = obj["seq"]
+        seq = view.seq
         self._next_seq = seq + 1
-        time = obj["time"]
+        time = view.time
         last_time = self._last_time
         if last_time is not None and time < last_time:
             self._clock.append(Location(held[0], held[1]))
         self._last_time = time
-        event = obj["event"]
-        kind = event["type"]
-        if kind == "decision":
-            outcome = event["outcome"]["outcome"]
-            if outcome == "allowed":
-                self._running[seq] = None
-            elif outcome == "ask":
-                self._asks[seq] = None
-        elif kind == "result":
-            self._running.pop(event["decision"], None)
-        elif kind == "approval":
-            decision = event["decision"]
-            self._asks.pop(decision, None)
-            if event["outcome"]["outcome"] == "allowed":
-                self._running[decision] = None
+        event = view.event
+        if type(event) in _PLAIN:
+            _track(((seq, event),), self._asks, self._running)
         else:  # a Recovery or an AcceptedBreak: written by a new brokerd at startup
             self._abandoned.extend(self._asks)
             self._unfinished.extend(self._running)
@@ -346,10 +452,38 @@ class ChainVerifier:
         )
 
 
-def _slow_parse(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """The record in `data` in orjson's shape, decided by the pydantic models."""
+def _track(
+    records: Iterable[tuple[int, EventView]], asks: dict[int, None], running: dict[int, None]
+) -> None:
+    """Follow calls through accepted Decisions, Approvals and Results, in order.
+
+    A Decision that asks waits in `asks` until an Approval; a call allowed (at
+    once or by an Approval) is in `running` until its Result.
+    """
+    for seq, event in records:
+        if type(event) is ResultView:
+            running.pop(event.decision, None)
+        elif type(event) is DecisionView:
+            outcome = type(event.outcome)
+            if outcome is AllowedView:
+                running[seq] = None
+            elif outcome is AskView:
+                asks[seq] = None
+        elif type(event) is ApprovalView:
+            asks.pop(event.decision, None)
+            if type(event.outcome) is AllowedView:
+                running[event.decision] = None
+
+
+def _slow_parse(data: bytes) -> tuple[RecordView | None, str]:
+    """The record in `data`, decided by the pydantic models (imported only when needed)."""
+    from boxmaker.core.audit_records import (  # pydantic: only when the fast path could not vouch
+        RecordError,
+        decode_record,
+    )
+
     try:
         record = decode_record(data)
     except RecordError as exc:
         return None, str(exc)
-    return record.model_dump(mode="json", by_alias=True), ""
+    return view_of_model(record.model_dump(mode="json", by_alias=True)), ""

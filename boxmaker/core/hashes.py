@@ -1,12 +1,9 @@
-"""SHA-256 digests as 64 lowercase hex characters (`Hash32`). No I/O."""
+"""SHA-256 digests as 64 lowercase hex characters. No I/O."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Annotated
-
-from pydantic import AfterValidator
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -21,6 +18,3 @@ def check_hash(text: str) -> str:
     if _HEX64.fullmatch(text) is None:
         raise ValueError("a hash is 64 lowercase hex characters")
     return text
-
-
-Hash32 = Annotated[str, AfterValidator(check_hash)]

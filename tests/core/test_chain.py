@@ -109,11 +109,37 @@ class Log:
         return {name: b"".join(lines) for name, lines in sorted(self.files.items())}
 
 
-def verify(files: dict[str, bytes], verifier: ChainVerifier | None = None) -> ChainReport:
-    verifier = verifier or ChainVerifier()
+def verify(files: dict[str, bytes], resume: tuple[int, str] | None = None) -> ChainReport:
+    """The report, the same whichever way the files are fed: whole, line by line, or in runs.
+
+    `feed` accepts runs of lines whole when it can (`ChainVerifier.lines`); every
+    test here also checks that this never changes a report.
+    """
+
+    def fresh(run_size: int = ChainVerifier.run_size) -> ChainVerifier:
+        verifier = ChainVerifier() if resume is None else ChainVerifier.resume(*resume)
+        verifier.run_size = run_size
+        return verifier
+
+    whole = fresh()
     for name, content in sorted(files.items()):
-        verifier.feed(name, content)
-    return verifier.finish()
+        whole.feed(name, content)
+    report = whole.finish()
+    for run_size in (2, 3):
+        runs = fresh(run_size)
+        for name, content in sorted(files.items()):
+            runs.feed(name, content)
+        assert runs.finish() == report, run_size
+    by_line = fresh()
+    for name, content in sorted(files.items()):
+        by_line.file(name)
+        *lines, last = content.split(b"\n")
+        for line in lines:
+            by_line.line(line, True)
+        if last:
+            by_line.line(last, False)
+    assert by_line.finish() == report
+    return report
 
 
 def where(report: ChainReport) -> str:
@@ -481,7 +507,7 @@ def test_a_resumed_verifier_accepts_a_break_from_an_earlier_file_on_prev_alone()
     files = log.content()
     assert verify(files).ok
     last_of_d1 = _lines(files, D1)[-1][:-1]
-    resumed = verify({D2: files[D2]}, ChainVerifier.resume(5, sha(last_of_d1)))
+    resumed = verify({D2: files[D2]}, (5, sha(last_of_d1)))
     assert resumed.ok
     assert resumed.accepted_breaks == (Location(D2, 6),)
 
@@ -509,7 +535,7 @@ def test_a_resumed_verifier_in_a_region_is_cleared_by_an_earlier_files_break() -
     files = log.content()
     assert verify(files).ok
     last_of_d1 = _lines(files, D1)[-1][:-1]
-    assert verify({D2: files[D2]}, ChainVerifier.resume(5, sha(last_of_d1))).ok
+    assert verify({D2: files[D2]}, (5, sha(last_of_d1))).ok
 
 
 # --- reports that are not failures ---------------------------------------------
