@@ -26,9 +26,11 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from boxmaker.core.audit_names import audit_file_name
 from boxmaker.core.audit_records import (
@@ -42,6 +44,9 @@ from boxmaker.core.timestamps import check_timestamp
 UNAVAILABLE_POINTER = "see runbook.md#audit-unavailable"
 LOCKED_POINTER = "see runbook.md#brokerd-already-running"
 LOCK_NAME = ".lock"
+# the rest of a timestamp after a date already checked: `THH:MM:SS.mmmZ`
+_SAME_DAY_TIME = re.compile(r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z")
+_LATEST_ONLY = (RecoveryEvent, AcceptedBreakEvent)  # written in the latest file, whatever `now`
 
 
 class AuditUnavailableError(Exception):
@@ -128,8 +133,7 @@ class Position:
     prev: str
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(NamedTuple):
     """What `append` wrote: the record's seq, and the hash it chains from."""
 
     seq: int
@@ -150,6 +154,7 @@ class AuditWriter:
         self._prev = position.prev
         self._fd: int | None = None
         self._broken: AuditUnavailableError | None = None
+        self._checked_day = ""  # the date part of the last `now` checked in full
         self._mutex = threading.Lock()
 
     @property
@@ -163,7 +168,7 @@ class AuditWriter:
 
     def append(self, event: AuditEvent, now: str) -> Appended:
         """Write `event` as the next record at time `now`, synced; AuditUnavailableError if not."""
-        if isinstance(event, RecoveryEvent | AcceptedBreakEvent):
+        if type(event) in _LATEST_ONLY:
             return self.append_in_latest(event, now)
         with self._mutex:
             self._check()
@@ -227,9 +232,14 @@ class AuditWriter:
     def _write_record(self, event: AuditEvent, now: str) -> Appended:
         # the event is a validated model and seq and prev are the writer's own:
         # only `now` comes from outside, so only it is checked again
-        line = encode_line(self._next_seq, check_timestamp(now), self._prev, event)
+        if now[:10] != self._checked_day:  # a new day: check the date is real
+            check_timestamp(now)
+            self._checked_day = now[:10]
+        elif _SAME_DAY_TIME.fullmatch(now, 10) is None:
+            check_timestamp(now)  # raises with its message
+        line = encode_line(self._next_seq, now, self._prev, event)
         self._write_synced(line + b"\n")
-        appended = Appended(seq=self._next_seq, prev=self._prev)
+        appended = Appended(self._next_seq, self._prev)
         self._prev = hashlib.sha256(line).hexdigest()
         self._next_seq += 1
         return appended

@@ -57,6 +57,31 @@ def open_writer(audit: Path, now: str, files: AuditFiles | None = None) -> Audit
     return started.writer
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2026-11-30T24:00:00.000Z",
+        "2026-11-30T12:60:00.000Z",
+        "2026-11-30T12:00:00Z",
+        "2026-11-30T12:00:00.000Z ",
+        "2026-11-31T12:00:00.000Z",
+        "2026-11-30",
+    ],
+)
+def test_a_time_that_is_not_a_timestamp_is_refused_before_anything_is_written(
+    tmp_path: Path, bad: str
+) -> None:
+    audit = tmp_path / "audit"
+    writer = open_writer(audit, "2026-11-30T12:00:00.000Z")
+    writer.append(event("first"), "2026-11-30T12:00:00.000Z")  # the day is known now
+    size = (audit / "2026-11-30.jsonl").stat().st_size
+    with pytest.raises(ValueError, match=r"timestamp|real date"):
+        writer.append(event("second"), bad)
+    assert (audit / "2026-11-30.jsonl").stat().st_size == size
+    writer.append(event("third"), "2026-11-30T12:00:01.000Z")  # a caller's mistake, not a failure
+    assert verify(audit).records == 2
+
+
 class Recording(AuditFiles):
     """Real file operations, logged; and one that fails on demand."""
 

@@ -178,6 +178,8 @@ def test_every_writer_line_in_range_is_taken_and_read_as_the_models_read_it(
     record: AuditRecord,
 ) -> None:
     line = encode_record(record)
+    # the writer's own encoder makes exactly what pydantic's dump would
+    assert line == orjson.dumps(record.model_dump(mode="json", by_alias=True))
     view = agree(line)
     assert view is not None, line
 
