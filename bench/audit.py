@@ -73,23 +73,30 @@ def result(i: int) -> ResultEvent:
     )
 
 
+def produce(i: int) -> tuple[Any, str]:
+    """The i-th record's event and time, made as brokerd's ledger makes them: just before."""
+    event = decision(i) if i % 2 == 0 else result(i - 1)
+    return event, add_ms("2026-11-30T12:00:00.000Z", i)
+
+
 def bench_writer(work: Path, n: int, rounds: int) -> tuple[float, float, float]:
     """Median writer rate, median bare rate, and the median of the paired ratios.
 
-    The machine is shared and fsync time swings from second to second, so each
-    round times the writer and the bare loop back to back (alternating which
-    goes first) over the same lines, and the ratio is taken within the round.
+    brokerd makes each event just before it appends it, so both loops make the
+    i-th event and time before the i-th write (`produce`), and only the write
+    itself is timed: `AuditWriter.append` on one side, `os.write` + `os.fsync`
+    of a line of the same size on the other. The machine is shared and fsync
+    time swings from second to second, so each round runs both loops back to
+    back (alternating which goes first) and the ratio is taken within the round.
     """
-    events = [decision(i) if i % 2 == 0 else result(i - 1) for i in range(n)]
-    times = [add_ms("2026-11-30T12:00:00.000Z", i) for i in range(n)]
-    lines = _writer_round(work / "warm-up", events, times)[1]
+    lines = _writer_round(work / "warm-up", n)[1]
     writer_rates, bare_rates, ratios = [], [], []
     for r in range(rounds):
         if r % 2:
             bare = _bare_round(work / f"bare{r}.jsonl", lines)
-            writer, lines = _writer_round(work / f"w{r}", events, times)
+            writer, lines = _writer_round(work / f"w{r}", n)
         else:
-            writer, lines = _writer_round(work / f"w{r}", events, times)
+            writer, lines = _writer_round(work / f"w{r}", n)
             bare = _bare_round(work / f"bare{r}.jsonl", lines)
         writer_rates.append(writer)
         bare_rates.append(bare)
@@ -97,30 +104,34 @@ def bench_writer(work: Path, n: int, rounds: int) -> tuple[float, float, float]:
     return statistics.median(writer_rates), statistics.median(bare_rates), statistics.median(ratios)
 
 
-def _writer_round(home: Path, events: list[Any], times: list[str]) -> tuple[float, list[bytes]]:
+def _writer_round(home: Path, n: int) -> tuple[float, list[bytes]]:
     """Records per second through `AuditWriter.append`, and the lines it wrote."""
     audit = home / "audit"
-    started = start_audit(audit, times[0])
+    started = start_audit(audit, produce(0)[1])
     assert isinstance(started, Started)
     writer = started.writer
-    t0 = time.perf_counter()
-    for event, now in zip(events, times, strict=True):
+    spent = 0.0
+    for i in range(n):
+        event, now = produce(i)
+        t0 = time.perf_counter()
         writer.append(event, now)
-    rate = len(events) / (time.perf_counter() - t0)
+        spent += time.perf_counter() - t0
     writer.close()
-    return rate, (audit / "2026-11-30.jsonl").read_bytes().splitlines(keepends=True)
+    return n / spent, (audit / "2026-11-30.jsonl").read_bytes().splitlines(keepends=True)
 
 
 def _bare_round(path: Path, lines: list[bytes]) -> float:
     """Lines per second through a bare `os.write` + `os.fsync` loop."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-    t0 = time.perf_counter()
-    for line in lines:
+    spent = 0.0
+    for i, line in enumerate(lines):
+        produce(i)  # the same untimed work as the writer's loop
+        t0 = time.perf_counter()
         os.write(fd, line)
         os.fsync(fd)
-    rate = len(lines) / (time.perf_counter() - t0)
+        spent += time.perf_counter() - t0
     os.close(fd)
-    return rate
+    return len(lines) / spent
 
 
 def make_log(home: Path, n: int) -> Path:

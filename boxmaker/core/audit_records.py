@@ -147,21 +147,14 @@ def encode_line(seq: int, time: str, prev: str, event: AuditEvent) -> bytes:
     """
     fields = event.__dict__
     if type(event) is ResultEvent:  # the one field whose key is an alias
-        fields = {key: fields[name] for name, key in _RESULT_KEYS}
-    record = {"seq": seq, "time": time, "prev": prev, "event": fields}
-    return orjson.dumps(record, default=_model_fields)
+        fields = dict(zip(_RESULT_KEYS, fields.values(), strict=True))
+    elif "outcome" in fields:  # a nested model: its fields too
+        fields = fields.copy()
+        fields["outcome"] = fields["outcome"].__dict__
+    return orjson.dumps({"seq": seq, "time": time, "prev": prev, "event": fields})
 
 
-def _model_fields(value: object) -> dict[str, object]:
-    """orjson's hook for the models nested in an event (its outcome)."""
-    if isinstance(value, Strict):
-        return value.__dict__
-    raise TypeError(f"not serialisable in an audit line: {type(value).__name__}")
-
-
-_RESULT_KEYS = tuple(
-    (name, field.alias or name) for name, field in ResultEvent.model_fields.items()
-)
+_RESULT_KEYS = tuple(field.alias or name for name, field in ResultEvent.model_fields.items())
 
 
 def decode_record(line: bytes) -> AuditRecord:
