@@ -8,10 +8,11 @@ the line costs, so the verifier reads lines this way first:
     Vouch()(times, events, prevs)   # True only if every one is a record
 
 `decode_views` checks JSON syntax, types, the event and outcome tags, enum
-values and unknown fields (refused at every level, as in the models), all in C.
-`vouch` checks what the structs do not: identifiers, hashes, timestamps (format
-and real dates) and the u64 range, over whole columns at once (one regular
-expression over all the values joined, not one call per value).
+values, lengths, the range of integers (up to 2**63 - 1) and unknown fields
+(refused at every level, as in the models), all in C. `Vouch` checks what the
+structs do not: the characters of identifiers and hashes, and timestamps
+(format and real dates), a whole column at once (one pass over all the values
+joined, not one call per value).
 
 A view that is not vouched for is not invalid: the verifier asks the pydantic
 models then (`view_of_model` turns what they accept into a view). The views and
