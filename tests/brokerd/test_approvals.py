@@ -94,7 +94,7 @@ def admin(b: InProcessBrokerd, message: Message) -> Message:
 def events_of(
     records: list[AuditRecord], kind: type[object], decision: int | None = None
 ) -> list[object]:
-    found = [r.event for r in records if isinstance(r.event, kind)]
+    found: list[object] = [r.event for r in records if isinstance(r.event, kind)]
     if decision is not None:
         found = [e for e in found if getattr(e, "decision", None) == decision]
     return found

@@ -55,7 +55,7 @@ def start(audit: Path, accept_break: bool = False) -> Started | Refused:
     return outcome
 
 
-def edit(path: Path, change: Callable[[list[bytes]], None]) -> None:
+def edit(path: Path, change: Callable[[list[bytes]], object]) -> None:
     lines = path.read_bytes().splitlines(keepends=True)
     change(lines)
     path.write_bytes(b"".join(lines))

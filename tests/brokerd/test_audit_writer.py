@@ -282,15 +282,15 @@ def test_a_writer_killed_at_random_moments_loses_no_returned_record(
     assert report.ok, report.failure
     on_disk: dict[str, int] = {}
     for name in audit_files(audit):
-        for line in (audit / name).read_bytes().splitlines():
+        for raw in (audit / name).read_bytes().splitlines():
             try:
-                record = decode_record(line)
+                record = decode_record(raw)
             except ValueError:
                 continue
             if isinstance(record.event, DecisionEvent):
                 on_disk[record.event.call] = record.seq
-    for call, seq in acknowledged.items():
-        assert on_disk.get(call) == seq, call
+    for call, acked in acknowledged.items():
+        assert on_disk.get(call) == acked, call
 
 
 @pytest.mark.slow

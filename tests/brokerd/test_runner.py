@@ -128,7 +128,7 @@ def test_a_spec_cannot_be_built_outside_the_runner() -> None:
 def test_a_spec_cannot_be_changed_copied_or_pickled() -> None:
     spec = build_spec(_decision("read_file", '{"path":"/n/a"}', _files("read_file", '["/n"]')))
     with pytest.raises(AttributeError):
-        spec.mounts = ()  # type: ignore[misc]
+        spec.mounts = ()
     with pytest.raises(TypeError):
         copy.copy(spec)
     with pytest.raises(TypeError):
@@ -148,5 +148,5 @@ def test_a_decision_assembled_without_policy_builds_no_spec() -> None:
 def test_a_spec_type_cannot_be_subclassed() -> None:
     with pytest.raises(TypeError):
 
-        class Forged(RunSpec):  # type: ignore[misc]
+        class Forged(RunSpec):
             pass

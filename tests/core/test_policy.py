@@ -937,7 +937,7 @@ def test_cannot_be_built_through_a_subclass(make: Any) -> None:
     cls = type(make())
 
     def build() -> object:
-        class Forged(cls):  # a subclass defined outside policy
+        class Forged(cls):  # type: ignore[valid-type, misc] # a subclass defined outside policy
             __slots__ = ()
 
             def __init__(self) -> None:

@@ -149,7 +149,7 @@ HOST_CHOICES = (
     ("*.python.org", "www.example.com"),
     ("*.b.example.com", "docs.python.org"),
 )
-CONSTRAINTS = {
+CONSTRAINTS: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "read_file": [(paths, ()) for paths in PATH_CHOICES],
     "write_file": [(paths, ()) for paths in PATH_CHOICES],
     "shell": [(paths, ()) for paths in ((), (), ("/a",), ("/a/b",), ("/a", "/a/b/c"), ("/d/e",))],

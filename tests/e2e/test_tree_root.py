@@ -210,15 +210,17 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert first, "brokerd sent nothing for the ask call"
     assert first[0].message.kind == "tool_response"
     assert not first[0].final  # pending: the call is mid-way
-    pid = int(_run(str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd").stdout)
-    os.kill(pid, signal.SIGKILL)
+    broker_pid = int(
+        _run(str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd").stdout
+    )
+    os.kill(broker_pid, signal.SIGKILL)
     in_flight.close()
     _wait(
         lambda: (
             _run(
                 str(bin_dir / "supervisorctl"), "-c", conf, "pid", "boxmaker:brokerd"
             ).stdout.strip()
-            not in ("", "0", str(pid))
+            not in ("", "0", str(broker_pid))
         ),
         "supervisord to restart brokerd",
     )

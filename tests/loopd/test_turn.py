@@ -143,9 +143,9 @@ def test_a_tool_call_goes_to_brokerd_and_its_result_reaches_the_model(place: Hom
     assert content == "You need milk."
     (sent,) = broker.requests
     assert sent.message.kind == "tool_request"
-    assert sent.message.tool == "read_file"  # type: ignore[union-attr]
-    assert json.loads(sent.message.arguments) == {"path": "/home/owner/notes/a.md"}  # type: ignore[union-attr]
-    assert sent.message.session == "chat-1"  # type: ignore[union-attr]
+    assert sent.message.tool == "read_file"
+    assert json.loads(sent.message.arguments) == {"path": "/home/owner/notes/a.md"}
+    assert sent.message.session == "chat-1"
     started, finished, said = events
     assert isinstance(started, ToolCallStartedEvent)
     assert started.name == "call_tool"
@@ -462,7 +462,7 @@ def test_a_reply_that_fills_the_context_ends_the_turn_with_a_message(place: Home
     from boxmaker.loopd.model import ContextFullError, Generation
 
     class FullModel(ScriptedModel):
-        def generate(self, session: str, prompt: list[int], **kwargs: object) -> Generation:  # type: ignore[override]
+        def generate(self, session: str, prompt: list[int], **kwargs: object) -> Generation:
             raise ContextFullError("full")
 
     content, _, _ = run(place.loop(FullModel()), "hi")
