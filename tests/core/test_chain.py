@@ -613,3 +613,49 @@ def test_every_flipped_bit_is_found() -> None:
                     or report.head != clean.head
                 )
                 assert found, (name, i, bit)
+
+
+# --- runs: the fast way through a clean log ----------------------------------------
+
+
+def busy_log(records: int) -> Log:
+    log = Log()
+    for i in range(0, records - 2, 3):
+        log.add(D1, decision(f"c{i}"))
+        log.add(D1, result(f"c{i}", log.seq - 1))
+        log.add(D1, decision(f"a{i}", AskRecord()))
+    return log
+
+
+def test_a_clean_log_is_accepted_in_runs_without_a_line_by_line_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = busy_log(300).content()
+    expected = verify(files)
+    stepped: list[bytes] = []
+    original = ChainVerifier.line
+
+    def counted(self: ChainVerifier, data: bytes, has_newline: bool) -> None:
+        stepped.append(data)
+        original(self, data, has_newline)
+
+    monkeypatch.setattr(ChainVerifier, "line", counted)
+    verifier = ChainVerifier()
+    verifier.run_size = 64
+    for name, content in files.items():
+        verifier.feed(name, content)
+    assert verifier.finish() == expected
+    assert stepped == []  # every line went through a run (the last one is held, not stepped)
+    assert expected.records == 300
+    assert len(expected.abandoned) == 100
+
+
+def test_a_record_only_the_models_take_breaks_a_run_but_not_the_chain() -> None:
+    log = busy_log(30)
+    big = result("c0", 0).model_copy(update={"bytes": 2**64 - 1})  # over msgspec's int64
+    log.add(D1, big)
+    for i in range(10):
+        log.add(D1, decision(f"after{i}"))
+    report = verify(log.content())
+    assert report.ok, report.failure
+    assert report.records == 41
