@@ -26,7 +26,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,8 +44,6 @@ from boxmaker.core.timestamps import check_timestamp
 UNAVAILABLE_POINTER = "see runbook.md#audit-unavailable"
 LOCKED_POINTER = "see runbook.md#brokerd-already-running"
 LOCK_NAME = ".lock"
-# the rest of a timestamp after a date already checked: `THH:MM:SS.mmmZ`
-_SAME_DAY_TIME = re.compile(r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z")
 _sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
 _LATEST_ONLY = (RecoveryEvent, AcceptedBreakEvent)  # written in the latest file, whatever `now`
@@ -158,7 +155,6 @@ class AuditWriter:
         self._prev = position.prev
         self._fd: int | None = None
         self._broken: AuditUnavailableError | None = None
-        self._checked_day = ""  # the date part of the last `now` checked in full
         self._mutex = threading.Lock()
 
     @property
@@ -237,11 +233,7 @@ class AuditWriter:
     def _write_record(self, event: AuditEvent, now: str) -> Appended:
         # the event is a validated model and seq and prev are the writer's own:
         # only `now` comes from outside, so only it is checked again
-        if now[:10] != self._checked_day:  # a new day: check the date is real
-            check_timestamp(now)
-            self._checked_day = now[:10]
-        elif _SAME_DAY_TIME.fullmatch(now, 10) is None:
-            check_timestamp(now)  # raises with its message
+        check_timestamp(now)
         line = encode_line(self._next_seq, now, self._prev, event)
         # tuple.__new__: a NamedTuple's own __new__ is Python code, and every step
         # between two fsyncs runs with cold caches (bench/audit.py)

@@ -23,6 +23,7 @@ agrees with them on what it accepts).
 
 from __future__ import annotations
 
+import datetime
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -288,8 +289,9 @@ class Vouch:
         date = prefix[:10]
         if date in self._dates:
             return True
-        year, month, day = int(date[:4]), int(date[5:7]), int(date[8:10])
-        if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= _days_in(year, month)):
+        try:  # the calendar's own rule, as the models' datetime applies it
+            datetime.date(int(date[:4]), int(date[5:7]), int(date[8:10]))
+        except ValueError:
             return False
         if len(self._dates) >= self._LIMIT:
             self._dates.clear()
@@ -311,10 +313,3 @@ def _hex(hashes: list[str]) -> bool:
     except ValueError:
         return False
     return 2 * len(raw) == len(joined) and joined.lower() == joined
-
-
-def _days_in(year: int, month: int) -> int:
-    if month == 2:
-        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-        return 29 if leap else 28
-    return 30 if month in (4, 6, 9, 11) else 31

@@ -244,10 +244,8 @@ class ChainVerifier:
         if seqs != list(range(next_seq, next_seq + count)):
             return False
         digests = [_sha256(data).hexdigest() for data in run]
-        digests.insert(0, head)
-        if [view.prev for view in views] != digests[:-1]:
+        if [view.prev for view in views] != [head, *digests[:-1]]:
             return False
-        del digests[0]
         times = [view.time for view in views]
         if not self._vouch(times, events, ()):  # each prev is a digest: checked above
             return False

@@ -301,6 +301,7 @@ REFUSED_VALUES = {
             "2026-11-30T12:00:00.0000",
             "2026-11-30T12:00:00.00Z",
             "é026-11-30T12:00:00.000Z",
+            "\u0662\u0660\u0662\u0666-11-30T12:00:00.000Z",  # digits, but not ASCII ones
         ],
         "prev": ["A" * 64, "ab" * 31 + " a", "ab" * 31 + "ag", "é" * 64, "ab" * 32 + "a"],
         "sha256": ["A" * 64, "ab" * 31 + "\u0661a", "-" * 64, "0x" + "a" * 62],
@@ -338,7 +339,6 @@ def test_a_good_value_is_taken_by_both(field: str, value: Any) -> None:
 LEFT_TO_THE_MODELS = {
     "seq-over-i64": _LINE.replace(b'"seq":7', b'"seq":9223372036854775808'),
     "u64-max-bytes": _LINE.replace(b'"bytes":3', b'"bytes":18446744073709551615'),
-    "arabic-indic-digits": _LINE.replace(T.encode(), "\u0662\u0660\u0662\u0666".encode() + T[4:].encode()),
     "class_-by-name": VARIANTS["class_-by-name"],
 }  # fmt: skip
 
