@@ -11,6 +11,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["boxmaker.testing.sandbox_fixtures"]  # the sandbox suites' fixtures
+
 settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

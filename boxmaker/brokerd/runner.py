@@ -5,11 +5,20 @@ module (its constructor demands a module-private token), from a `Decision`,
 which only policy can build: so a spec in a runtime's hands proves the call was
 allowed or approved. What goes in the spec, by tool:
 
-    tool        mounts                               egress
-    read_file   the matched grant path, read-only    none
-    write_file  the matched grant path, writable     none
-    shell       every path of the grant, writable    none
-    http_fetch  none                                 the grant's host patterns
+    tool        mounts                                       egress
+    read_file   the file decided on, read-only               none
+    write_file  the file decided on, writable                none
+    shell       every path of the grant, writable, less      none
+                the decision's masks
+    http_fetch  none                                         the URL's own host
+
+A file tool's sandbox sees exactly the one file that policy decided on, never
+the directory around it: a link or a denied sub-path beside it cannot be
+reached. Each mount names the grant path it lies under (`granted`), so a
+runtime can tell a grant path that is not what it says from a link below it.
+http_fetch may reach only the host policy matched and labelled: a redirect to
+another host, even one the grant lists, would bring back data labelled by the
+first host's grants.
 
 A runtime's failure is one of the fixed sentences of `RunFailure`, never text a
 tool printed, read or received: loopd logs failures as public and trusted.
@@ -21,7 +30,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NoReturn, Protocol
 
-from boxmaker.core.args import ToolArgs, ToolName
+from boxmaker.core.args import (
+    HttpFetchArgs,
+    ReadFileArgs,
+    ShellArgs,
+    ToolArgs,
+    ToolName,
+    WriteFileArgs,
+)
 from boxmaker.core.messages import FailedResponse, ResultResponse
 from boxmaker.core.policy import Decision, is_genuine
 
@@ -35,6 +51,8 @@ class RunFailure(StrEnum):
     OUT_OF_MEMORY = "the tool ran out of memory"
     GRANT_PATH_UNSAFE = "the granted path is a symlink or not where the grant says"
     GRANT_PATH_MISSING = "the granted path does not exist"
+    PATH_HAS_SYMLINK = "the path holds a symbolic link"
+    PATH_SWAPPED = "the path changed while the sandbox started"
     NOT_FOUND = "the file does not exist"
     NOT_A_FILE = "the path is not a regular file"
     NOT_TEXT = "the file is not UTF-8 text"
@@ -47,6 +65,7 @@ class RunFailure(StrEnum):
 class Mount:
     path: str
     writable: bool
+    granted: str  # the grant path that `path` is, or lies under
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +85,13 @@ _TOKEN = object()
 class RunSpec:
     """What a runtime may do for one call. Read-only; built only by `build_spec`."""
 
-    __slots__ = ("arguments", "egress", "mounts", "tool")
+    __slots__ = ("arguments", "egress", "masks", "mounts", "tool")
 
     tool: ToolName
     arguments: ToolArgs
     mounts: tuple[Mount, ...]
-    egress: tuple[str, ...] | None  # host patterns; None means no network at all
+    masks: tuple[str, ...]  # paths inside the mounts the sandbox must not see
+    egress: tuple[str, ...] | None  # host names; None means no network at all
 
     def __init__(
         self,
@@ -79,6 +99,7 @@ class RunSpec:
         tool: ToolName,
         arguments: ToolArgs,
         mounts: tuple[Mount, ...],
+        masks: tuple[str, ...],
         egress: tuple[str, ...] | None,
     ) -> None:
         if token is not _TOKEN:
@@ -86,6 +107,7 @@ class RunSpec:
         object.__setattr__(self, "tool", tool)
         object.__setattr__(self, "arguments", arguments)
         object.__setattr__(self, "mounts", mounts)
+        object.__setattr__(self, "masks", masks)
         object.__setattr__(self, "egress", egress)
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
@@ -107,7 +129,10 @@ class RunSpec:
         raise TypeError("RunSpec cannot be pickled")
 
     def __repr__(self) -> str:
-        return f"RunSpec({self.tool}, mounts={self.mounts}, egress={self.egress})"
+        return (
+            f"RunSpec({self.tool}, mounts={self.mounts}, masks={self.masks},"
+            f" egress={self.egress})"
+        )
 
 
 class Runtime(Protocol):
@@ -119,19 +144,21 @@ def build_spec(decision: Decision) -> RunSpec:
     if not is_genuine(decision):
         raise TypeError("a RunSpec needs a Decision built by boxmaker.core.policy")
     grant = decision.grant
+    args = decision.args
     mounts: tuple[Mount, ...] = ()
+    masks: tuple[str, ...] = ()
     egress: tuple[str, ...] | None = None
-    if decision.tool is ToolName.READ_FILE:
-        assert decision.matched_path is not None
-        mounts = (Mount(decision.matched_path, writable=False),)
-    elif decision.tool is ToolName.WRITE_FILE:
-        assert decision.matched_path is not None
-        mounts = (Mount(decision.matched_path, writable=True),)
-    elif decision.tool is ToolName.SHELL:
-        mounts = tuple(Mount(path, writable=True) for path in grant.paths)
-    else:
-        egress = grant.hosts
-    return RunSpec(_TOKEN, decision.tool, decision.args, mounts, egress)
+    match args:
+        case ReadFileArgs(path=path) | WriteFileArgs(path=path):
+            assert decision.matched_path is not None
+            writable = isinstance(args, WriteFileArgs)
+            mounts = (Mount(path, writable=writable, granted=decision.matched_path),)
+        case ShellArgs():
+            mounts = tuple(Mount(path, writable=True, granted=path) for path in grant.paths)
+            masks = decision.masks
+        case HttpFetchArgs(url=url):
+            egress = (url.host,)
+    return RunSpec(_TOKEN, decision.tool, args, mounts, masks, egress)
 
 
 def run(decision: Decision, runtime: Runtime) -> ResultResponse | FailedResponse:

@@ -44,12 +44,13 @@ def make_runtime(config: BrokerdConfig) -> Runtime:
             cgroups = Cgroups.detect()
         except CgroupError as exc:
             raise StartupError(f"runner bwrap: {exc}") from exc
-        swept = cgroups.sweep()
-        if swept:
-            log.warning("event=sandbox_swept backend=bwrap cgroups=%d", swept)
-        return BwrapRuntime(
+        bwrap = BwrapRuntime(
             config.home, limits_of(config), cgroups, ca_file=Path(config.runner.ca_file)
         )
+        swept = bwrap.sweep()
+        if swept:
+            log.warning("event=sandbox_swept backend=bwrap cgroups=%d", swept)
+        return bwrap
     from boxmaker.sandbox.podman import PodmanRuntime
 
     rootfs = Path(config.runner.rootfs)

@@ -17,7 +17,11 @@ Matching, for a call to tool T at session taint S:
        lowest grant id in byte order.
     4. The result's label is combined over every grant left after step 2: the
        highest result_class, and untrusted if any is.
-    5. With none left: grant_expired if a candidate dropped out by expiry alone,
+    5. A shell call that would run also answers to every other file grant over
+       what its sandbox mounts (`boxmaker.core.views`): a deny covering a mount
+       denies it, a deny inside a mount is masked, and every grant overlapping a
+       mount raises its label.
+    6. With none left: grant_expired if a candidate dropped out by expiry alone,
        else taint_too_high if one dropped out by taint alone, else no_grant.
 
 Before matching: a grant set with problems denies (grants_invalid), a tool that
@@ -54,6 +58,7 @@ from boxmaker.core.hosts import host_matches
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.messages import ToolRequest
 from boxmaker.core.paths import is_inside
+from boxmaker.core.views import shell_view
 
 MAX_DETAIL = 300
 
@@ -97,6 +102,7 @@ class _Sealed:
         "args",
         "grant",
         "matched_host",
+        "masks",
         "matched_path",
         "request",
         "result_class",
@@ -108,6 +114,7 @@ class _Sealed:
     grant: Grant
     matched_path: str | None
     matched_host: str | None
+    masks: tuple[str, ...]  # paths inside a shell's mounts that its sandbox must not see
     result_class: DataClass
     untrusted: bool
 
@@ -120,6 +127,7 @@ class _Sealed:
         set_(self, "grant", match.winner.grant)
         set_(self, "matched_path", match.winner.path)
         set_(self, "matched_host", match.winner.host)
+        set_(self, "masks", match.masks)
         set_(self, "result_class", match.result_class)
         set_(self, "untrusted", match.untrusted)
         _GENUINE.add(self)
@@ -194,6 +202,7 @@ class _Matched:
     winner: _Covered
     result_class: DataClass
     untrusted: bool
+    masks: tuple[str, ...] = ()
 
 
 def decide(request: ToolRequest, grants: GrantSet, state: SessionState, now: str) -> Outcome:
@@ -229,6 +238,7 @@ def _rematch(sealed: _Sealed) -> _Matched:
         winner=_Covered(sealed.grant, sealed.matched_path, sealed.matched_host),
         result_class=sealed.result_class,
         untrusted=sealed.untrusted,
+        masks=sealed.masks,
     )
 
 
@@ -263,12 +273,25 @@ def _match(
         return Denial(
             DenyReason.DENIED_BY_GRANT, grant=winner.grant.id, grant_sha256=winner.grant.sha256
         )
+    result_class = highest(*(c.grant.result_class for c in left))
+    untrusted = any(c.grant.untrusted for c in left)
+    masks: tuple[str, ...] = ()
+    if tool is ToolName.SHELL:
+        view = shell_view(winner.grant.paths, grants, result_class, untrusted, now)
+        if view.denied_by is not None:
+            return Denial(
+                DenyReason.DENIED_BY_GRANT,
+                grant=view.denied_by.id,
+                grant_sha256=view.denied_by.sha256,
+            )
+        result_class, untrusted, masks = view.result_class, view.untrusted, view.masks
     match = _Matched(
         request=request,
         args=args,
         winner=winner,
-        result_class=highest(*(c.grant.result_class for c in left)),
-        untrusted=any(c.grant.untrusted for c in left),
+        result_class=result_class,
+        untrusted=untrusted,
+        masks=masks,
     )
     if winner.grant.mode is Mode.ASK:
         return Ask(_TOKEN, match)

@@ -4,14 +4,17 @@ I/O: runs `bwrap` (and the toolkit inside it) as a child process, makes and
 removes the call's cgroup, and for `http_fetch` runs the call's egress proxy on a
 Unix socket under `<home>/run/egress/`. Inside, the sandbox has `/usr` read-only
 (and the `/bin`, `/lib` links into it), a private `/proc`, `/dev` and `/tmp`,
-the granted paths at their own paths (read-only for read_file), for http_fetch
-the proxy's socket and the CA certificates, and nothing else: no `/etc`, no
+what the call mounts at its own path (`boxmaker.sandbox.held`: bound from the
+descriptor brokerd holds, `--bind-fd`, never by name; read-only for read_file),
+a shell's masked paths as read-only empty directories or unreadable files, for
+http_fetch the proxy's socket and the CA certificates, and nothing else: no `/etc`, no
 network but its own loopback, no capabilities, not uid 0, a new session, and it
 dies with brokerd (`--die-with-parent`; its pid namespace takes everything with it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import subprocess
@@ -27,12 +30,12 @@ from boxmaker.sandbox.calls import (
     TOOLKIT_SOURCE,
     Limits,
     answer_limit,
-    check_mounts,
     parse_answer,
     toolkit_request,
 )
 from boxmaker.sandbox.cgroups import CallGroup, CgroupError, Cgroups
 from boxmaker.sandbox.egress import EgressProxy
+from boxmaker.sandbox.held import HeldSpec, Refused, hold
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -43,8 +46,18 @@ NOBODY = 65534
 PREFLIGHT_POINTER = "see runbook.md#sandbox-unavailable"
 
 
-def bwrap_argv(spec: RunSpec, egress_socket: Path | None, ca_file: Path) -> list[str]:
-    """bwrap's whole command line for `spec` (golden-tested per tool)."""
+def group_prefix(home: Path) -> str:
+    """The start of every call group's name of this home (so a sweep finds only its own)."""
+    return f"bx-{hashlib.sha256(str(home).encode()).hexdigest()[:8]}-"
+
+
+def bwrap_argv(held: HeldSpec, egress_socket: Path | None, ca_file: Path) -> list[str]:
+    """bwrap's whole command line for a call whose mounts are `held` (golden-tested).
+
+    Mounts and pins are bound from their descriptors (passed to bwrap with
+    `pass_fds`), in order: each mount, then the directories pinned onto
+    themselves, then the masks over what the sandbox must not see.
+    """
     argv = [
         BWRAP,
         "--unshare-all",
@@ -75,8 +88,13 @@ def bwrap_argv(spec: RunSpec, egress_socket: Path | None, ca_file: Path) -> list
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
     if egress_socket is not None:
         argv += ["--ro-bind", str(ca_file), CA_INSIDE, "--bind", str(egress_socket), PROXY_INSIDE]
-    for mount in spec.mounts:
-        argv += ["--bind" if mount.writable else "--ro-bind", mount.path, mount.path]
+    for bound in (*held.mounts, *held.pins):
+        argv += ["--bind-fd" if bound.writable else "--ro-bind-fd", str(bound.fd), bound.path]
+    for mask in held.masks:
+        if mask.is_dir:
+            argv += ["--tmpfs", mask.path, "--remount-ro", mask.path]
+        else:
+            argv += ["--ro-bind", "/dev/null", mask.path]  # nodev: it cannot even be opened
     argv += [
         "--setenv",
         "PATH",
@@ -111,6 +129,7 @@ class BwrapRuntime:
         ca_file: Path = DEFAULT_CA_FILE,
     ) -> None:
         self._egress_dir = home / "run" / "egress"
+        self._prefix = group_prefix(home)
         self._limits = limits
         self._cgroups = cgroups
         self._resolver = resolver
@@ -130,11 +149,24 @@ class BwrapRuntime:
             problems.append(str(exc))
         return problems
 
+    def sweep(self) -> int:
+        """Remove this home's call groups that a killed brokerd left behind; how many."""
+        return self._cgroups.sweep(self._prefix)
+
     def run(self, spec: RunSpec) -> RunOutput | RunError:
-        refused = check_mounts(spec)
-        if refused is not None:
-            return refused
-        name = f"bx-{uuid.uuid4().hex}"
+        try:
+            held = hold(spec)
+        except Refused as refused:
+            return RunError(refused.failure)
+        outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
+        try:
+            outcome = self._run_held(spec, held)
+            return outcome
+        finally:
+            held.close(succeeded=isinstance(outcome, RunOutput))
+
+    def _run_held(self, spec: RunSpec, held: HeldSpec) -> RunOutput | RunError:
+        name = f"{self._prefix}{uuid.uuid4().hex}"
         try:
             group = self._cgroups.create(name, self._limits.memory_bytes, self._limits.pids)
         except CgroupError:
@@ -142,16 +174,18 @@ class BwrapRuntime:
             return RunError(RunFailure.SANDBOX_FAILED)
         try:
             if spec.egress is None:
-                return self._run_in(group, spec, None)
+                return self._run_in(group, spec, held, None)
             self._egress_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             socket_path = self._egress_dir / f"{name}.sock"
             with EgressProxy(socket_path, spec.egress, self._resolver) as _proxy:
-                return self._run_in(group, spec, socket_path)
+                return self._run_in(group, spec, held, socket_path)
         finally:
             group.remove()
 
-    def _run_in(self, group: CallGroup, spec: RunSpec, egress: Path | None) -> RunOutput | RunError:
-        argv = group.wrap(bwrap_argv(spec, egress, self._ca_file))
+    def _run_in(
+        self, group: CallGroup, spec: RunSpec, held: HeldSpec, egress: Path | None
+    ) -> RunOutput | RunError:
+        argv = group.wrap(bwrap_argv(held, egress, self._ca_file))
         try:
             proc = subprocess.Popen(
                 argv,
@@ -160,13 +194,14 @@ class BwrapRuntime:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env={"PATH": "/usr/bin:/bin"},
+                pass_fds=held.fds,
             )
         except OSError:
             log.exception("event=sandbox_start_failed")
             return RunError(RunFailure.SANDBOX_FAILED)
         done = exchange(
             proc,
-            toolkit_request(spec, self._limits),
+            toolkit_request(spec, self._limits, held),
             self._limits.timeout_s,
             answer_limit(self._limits),
         )

@@ -1,7 +1,8 @@
 """What every runtime does around the sandbox itself: checks, the toolkit's request, its answer.
 
-I/O: `check_mounts` looks at the granted paths on the host (lstat, realpath).
-The rest is pure: building the toolkit's JSON request from a `RunSpec`, and
+I/O: none here; `boxmaker.sandbox.held` opens what a call mounts. This module
+is pure: building the toolkit's JSON request from a `RunSpec` and what was held
+for it (the device and inode each mount must have inside the sandbox), and
 turning the toolkit's output into a `RunOutput` or a fixed `RunError`, never
 into text the sandbox chose as an error.
 """
@@ -9,13 +10,13 @@ into text the sandbox chose as an error.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.core.args import HttpFetchArgs, ReadFileArgs, ShellArgs, WriteFileArgs
+from boxmaker.sandbox.held import HeldSpec
 
 TOOLKIT_SOURCE = (Path(__file__).with_name("toolkit.py")).read_text()
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -34,26 +35,16 @@ class Limits:
     output_bytes: int = 1_048_576
 
 
-def check_mounts(spec: RunSpec) -> RunError | None:
-    """Refuse a grant path that is a symlink, has one on its way, or is missing."""
-    for mount in spec.mounts:
-        try:
-            os.lstat(mount.path)
-        except FileNotFoundError:
-            return RunError(RunFailure.GRANT_PATH_MISSING)
-        except OSError:
-            return RunError(RunFailure.GRANT_PATH_UNSAFE)
-        if os.path.islink(mount.path) or os.path.realpath(mount.path) != mount.path:
-            return RunError(RunFailure.GRANT_PATH_UNSAFE)
-    return None
-
-
-def toolkit_request(spec: RunSpec, limits: Limits, also_read: tuple[str, ...] = ()) -> bytes:
+def toolkit_request(
+    spec: RunSpec, limits: Limits, held: HeldSpec, also_read: tuple[str, ...] = ()
+) -> bytes:
     """The JSON the toolkit reads on standard input.
 
-    `landlock` lists what the toolkit confines itself to: /usr and /proc, the
-    read-only mounts and the CA file to read; /tmp, /dev and the writable mounts
-    to write; and `also_read`, what a runtime's own wrapper must read afterwards.
+    `expect` lists every bound path with the device and inode brokerd held: the
+    toolkit refuses to start (PATH_SWAPPED) unless each is exactly that. `landlock`
+    lists what the toolkit confines itself to: /usr and /proc, the read-only
+    mounts and the CA file to read; /tmp, /dev and the writable mounts to write;
+    and `also_read`, what a runtime's own wrapper must read afterwards.
     """
     arguments: dict[str, Any]
     match spec.arguments:
@@ -77,6 +68,7 @@ def toolkit_request(spec: RunSpec, limits: Limits, also_read: tuple[str, ...] = 
             "output_bytes": limits.output_bytes,
             "proxy": PROXY_INSIDE if egress else None,
             "cafile": CA_INSIDE if egress else None,
+            "expect": held.expected,
             "landlock": {"read": read, "write": write},
         }
     ).encode()

@@ -150,12 +150,18 @@ class Cgroups:
             raise CgroupError(f"cannot set up the call's cgroup: {exc.strerror}") from exc
         return group
 
-    def sweep(self) -> int:
-        """Kill and remove every call group left behind (by a brokerd that was killed)."""
+    def sweep(self, prefix: str) -> int:
+        """Kill and remove the call groups named `prefix...` (a killed brokerd's leftovers).
+
+        Only one home's: other brokerds on the same host share the parent, and
+        their calls in flight are theirs.
+        """
         names: set[str] = set()
         for parent in self.parents:
             try:
-                names.update(p.name for p in parent.iterdir() if p.is_dir())
+                names.update(
+                    p.name for p in parent.iterdir() if p.is_dir() and p.name.startswith(prefix)
+                )
             except OSError:
                 continue
         for name in names:

@@ -10,7 +10,7 @@ for `http_fetch` runs the call's egress proxy on a Unix socket under
 Inside, the container has what the bubblewrap sandbox has: `/usr` read-only (and
 the `/bin`, `/lib` links into it, from a locally built rootfs: no registry is
 reachable), a private `/proc`, `/dev` and a tmpfs `/tmp` (the working directory),
-the granted paths at their own paths (read-only for read_file), for http_fetch
+what the call mounts at its own path (read-only for read_file), for http_fetch
 the proxy's socket and the CA certificates, and nothing else: `--network=none`
 (loopback only, so the proxy socket is the only way out), no `/etc` but the
 `hostname` and `mtab` Podman writes itself (`--no-hosts`, `--passwd=false`), no
@@ -40,6 +40,14 @@ nothing else sends it one before the deadline), which is reported the same way.
 its working directory, the client's, instead of where Podman looks: so the
 client runs in `<home>/run/podman/`, never in whatever directory brokerd has.)
 
+What a call mounts is bound from the descriptor brokerd holds
+(`boxmaker.sandbox.held`), as the source `/proc/<brokerd's pid>/fd/<n>`: the
+runtime resolves that magic link to the very file brokerd opened, not to a
+name. Podman's client may still turn it into a path on the way, so the toolkit
+checks inside the container that every mount is the held device and inode
+before it starts. A shell's masks are read-only tmpfs directories, or
+`/dev/null` over a file.
+
 Every container is named `bx-<home tag>-<random>` and labelled `boxmaker=call`;
 `sweep` removes this home's containers that a killed brokerd left behind (other
 brokerds' calls on the same host are not touched).
@@ -67,11 +75,11 @@ from boxmaker.sandbox.calls import (
     TOOLKIT_SOURCE,
     Limits,
     answer_limit,
-    check_mounts,
     parse_answer,
     toolkit_request,
 )
 from boxmaker.sandbox.egress import EgressProxy
+from boxmaker.sandbox.held import HeldSpec, Refused, hold
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -136,14 +144,17 @@ def name_prefix(home: Path) -> str:
 
 
 def podman_argv(
-    spec: RunSpec,
+    held: HeldSpec,
     name: str,
     egress_socket: Path | None,
     ca_file: Path,
     limits: Limits,
     rootfs: Path,
+    holder: int | None = None,
 ) -> list[str]:
-    """podman's whole command line for `spec` (golden-tested per tool).
+    """podman's whole command line for a call whose mounts are `held` (golden-tested).
+
+    `holder` is the pid whose descriptors `held` names (default: this process).
 
     Every option comes before `--rootfs`: that flag takes no value, the rootfs
     path is the image argument, and podman reads anything after it as the
@@ -186,8 +197,17 @@ def podman_argv(
             _bind(str(ca_file), CA_INSIDE, writable=False),
             _bind(str(egress_socket), PROXY_INSIDE, writable=True),
         ]
-    for mount in spec.mounts:
-        argv.append(_bind(mount.path, mount.path, writable=mount.writable))
+    pid = os.getpid() if holder is None else holder
+    for bound in (*held.mounts, *held.pins):
+        argv.append(_bind(f"/proc/{pid}/fd/{bound.fd}", bound.path, writable=bound.writable))
+    for mask in held.masks:
+        if mask.is_dir:
+            problem = mount_problem(mask.path)
+            if problem is not None:
+                raise ValueError(problem)
+            argv.append(f"--mount=type=tmpfs,destination={mask.path},ro=true")
+        else:
+            argv.append(_bind("/dev/null", mask.path, writable=False))
     argv += [
         "--unsetenv-all",
         "--env=PATH=/usr/bin:/bin",
@@ -356,22 +376,37 @@ class PodmanRuntime:
         return len(names)
 
     def run(self, spec: RunSpec) -> RunOutput | RunError:
-        refused = check_mounts(spec)
-        if refused is not None:
-            return refused
-        if any(mount_problem(mount.path) for mount in spec.mounts):
+        if any(mount_problem(p) for p in (*(m.path for m in spec.mounts), *spec.masks)):
             log.warning("event=sandbox_unmountable_path")
             return RunError(RunFailure.SANDBOX_FAILED)
+        try:
+            held = hold(spec)
+        except Refused as refused:
+            return RunError(refused.failure)
+        outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
+        try:
+            outcome = self._run_held(spec, held)
+            return outcome
+        finally:
+            held.close(succeeded=isinstance(outcome, RunOutput))
+
+    def _run_held(self, spec: RunSpec, held: HeldSpec) -> RunOutput | RunError:
         name = f"{self._prefix}{uuid.uuid4().hex[:16]}"  # short: the socket path has a limit
         if spec.egress is None:
-            return self._run_in(name, spec, None)
+            return self._run_in(name, spec, held, None)
         self._egress_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         socket_path = self._egress_dir / f"{name}.sock"
         with EgressProxy(socket_path, spec.egress, self._resolver) as _proxy:
-            return self._run_in(name, spec, socket_path)
+            return self._run_in(name, spec, held, socket_path)
 
-    def _run_in(self, name: str, spec: RunSpec, egress: Path | None) -> RunOutput | RunError:
-        argv = podman_argv(spec, name, egress, self._ca_file, self._limits, self._rootfs)
+    def _run_in(
+        self, name: str, spec: RunSpec, held: HeldSpec, egress: Path | None
+    ) -> RunOutput | RunError:
+        try:
+            argv = podman_argv(held, name, egress, self._ca_file, self._limits, self._rootfs)
+        except ValueError:
+            log.warning("event=sandbox_unmountable_path")
+            return RunError(RunFailure.SANDBOX_FAILED)
         try:
             self._client_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             proc = subprocess.Popen(
@@ -388,7 +423,7 @@ class PodmanRuntime:
             return RunError(RunFailure.SANDBOX_FAILED)
         done = exchange(
             proc,
-            toolkit_request(spec, self._limits, _OOM_FILES),
+            toolkit_request(spec, self._limits, held, _OOM_FILES),
             self._limits.timeout_s + START_ALLOWANCE_S,
             answer_limit(self._limits),
         )

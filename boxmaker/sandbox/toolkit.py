@@ -8,7 +8,8 @@ fetch through the egress proxy's Unix socket), and writes one JSON answer on
 standard output:
 
     in:  {"tool": T, "arguments": {...}, "output_bytes": N,
-          "proxy": "/run/boxmaker/egress.sock" | null, "cafile": path | null}
+          "proxy": "/run/boxmaker/egress.sock" | null, "cafile": path | null,
+          "expect": [[path, dev, ino], ...], "landlock": {"read": [...], "write": [...]}}
     out: {"ok": true, "content": "...", "truncated": bool}
        | {"ok": false, "failure": "<RunFailure member name>"}
 
@@ -54,10 +55,26 @@ def cap_text(data: bytes, limit: int, *, strict: bool) -> tuple[str, bool]:
     return text, truncated
 
 
+def check_expected(expected: list[list[Any]]) -> None:
+    """Refuse to start unless every bound path is the very file brokerd held open.
+
+    brokerd opened each path without following links and handed the runtime that
+    descriptor; whatever the runtime did with it, the mount must be that device
+    and inode, or someone swapped the path between brokerd's check and the mount.
+    """
+    for path, dev, ino in expected:
+        try:
+            found = os.lstat(path)
+        except OSError as exc:
+            raise ToolError("PATH_SWAPPED") from exc
+        if stat.S_ISLNK(found.st_mode) or (found.st_dev, found.st_ino) != (dev, ino):
+            raise ToolError("PATH_SWAPPED")
+
+
 def read_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
     path = args["path"]
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError as exc:
         raise ToolError("NOT_FOUND") from exc
     except OSError as exc:
@@ -261,6 +278,7 @@ def main() -> int:
     try:
         request = json.loads(sys.stdin.buffer.read())
         tool, args, limit = request["tool"], request["arguments"], int(request["output_bytes"])
+        check_expected(request.get("expect") or [])
         walls = request.get("landlock")
         if walls is not None:
             try:

@@ -352,6 +352,22 @@ def oracle(specs: list[GSpec], tool: str, raw: str, taint: str, now: str) -> See
             label = spec.result_class
         if spec.untrusted:
             untrusted = True
+    if tool == "shell":  # what the sandbox mounts answers to every file grant over it
+        mounts = winner[0].paths
+        for spec in specs:
+            if spec.tool == "http_fetch":
+                continue
+            near = [
+                (p, m) for p in spec.paths for m in mounts if contains(p, m) or contains(m, p)
+            ]
+            if spec.mode == "deny":
+                alive = spec.expires is None or when(now) < when(spec.expires)
+                if alive and any(contains(p, m) for p, m in near):
+                    return ("denied", "denied_by_grant", spec.id, None, None, None)
+            elif near:
+                if RANK[spec.result_class] > RANK[label]:
+                    label = spec.result_class
+                untrusted = untrusted or bool(spec.untrusted)
     kind = "allowed" if winner[0].mode == "auto" else "ask"
     return (kind, None, winner[0].id, winner[1], label, untrusted)
 
