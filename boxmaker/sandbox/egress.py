@@ -6,8 +6,10 @@ its call ends. It speaks the "no authentication" method and CONNECT only, takes
 domain names only (never IPv4 or IPv6 address types), port 443 only, names that
 are valid host names (`boxmaker.core.hosts.host_problem`) and match one of the
 grant's host patterns (`host_matches`), and connects only when every address the
-name resolves to is allowed: public (`is_global`) addresses by default. It then
-relays bytes both ways, with an idle timeout and a cap on the bytes of a relay.
+name resolves to is allowed: by default, addresses in none of the IANA
+special-purpose ranges of `boxmaker.core.addresses` (one such address among many
+refuses the name). It then relays bytes both ways, with an idle timeout and a cap
+on the bytes of a relay.
 
 I/O: binds, listens on and removes one Unix socket file; resolves names (DNS
 through `socket.getaddrinfo` by default); opens TCP connections to the addresses
@@ -336,9 +338,9 @@ class EgressProxy:
             raise refuse(REPLY_HOST_UNREACHABLE, f"does not resolve: {exc}") from exc
         if not addresses:
             raise refuse(REPLY_HOST_UNREACHABLE, "resolves to no address")
-        for address in addresses:
-            if not self._resolver.allows(address):
-                raise refuse(REPLY_NOT_ALLOWED, f"resolves to a non-public address {address}")
+        barred = [address for address in addresses if not self._resolver.allows(address)]
+        if barred:  # every address is judged: one barred address refuses the name
+            raise refuse(REPLY_NOT_ALLOWED, f"resolves to a non-public address {', '.join(barred)}")
         failure = refuse(REPLY_HOST_UNREACHABLE, "no address")
         for address in addresses:
             try:

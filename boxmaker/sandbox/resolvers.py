@@ -8,14 +8,13 @@ public addresses only.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from collections.abc import Mapping
 from typing import Protocol
 
-ALLOWED_PORT = 443
+from boxmaker.core.addresses import is_public_address
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+ALLOWED_PORT = 443
 
 
 class Resolver(Protocol):
@@ -33,28 +32,12 @@ class Resolver(Protocol):
     def allows(self, address: str) -> bool: ...
 
 
-def is_public_address(address: str) -> bool:
-    """True for a globally routable unicast address, IPv4 or IPv6; False otherwise.
-
-    Refuses loopback, private, link-local, CGNAT, multicast, unspecified and
-    reserved addresses, and IPv6 spellings that embed such an IPv4 address
-    (IPv4-mapped, NAT64 `64:ff9b::/96`, 6to4).
-    """
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None and not is_public_address(str(embedded)):
-            return False
-    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_unspecified)
-
-
 class PublicResolver:
-    """The production resolver: the system's DNS, and public addresses only."""
+    """The production resolver: the system's DNS, and public addresses only.
+
+    Public means in no IANA special-purpose range: `boxmaker.core.addresses` holds
+    the one table and its rule.
+    """
 
     port = ALLOWED_PORT
 
@@ -64,7 +47,7 @@ class PublicResolver:
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
     def allows(self, address: str) -> bool:
-        """Only globally routable unicast addresses (`is_public_address`)."""
+        """Only addresses in no special-purpose range (`core.addresses.is_public_address`)."""
         return is_public_address(address)
 
 

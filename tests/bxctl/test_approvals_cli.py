@@ -106,6 +106,54 @@ def test_arguments_full_of_escape_sequences_are_printed_as_data(
     assert json.loads(shown) == {"command": command, "cwd": str(scratch)}
 
 
+# invisible characters a terminal shows as nothing (or acts on), and their JSON spelling
+INVISIBLE = [
+    pytest.param("\u00ad", "\\u00ad", id="soft-hyphen"),
+    pytest.param("\u034f", "\\u034f", id="combining-grapheme-joiner"),
+    pytest.param("\u061c", "\\u061c", id="arabic-letter-mark"),
+    pytest.param("\u115f", "\\u115f", id="hangul-choseong-filler"),
+    pytest.param("\u17b5", "\\u17b5", id="khmer-vowel-inherent-aa"),
+    pytest.param("\u180b", "\\u180b", id="mongolian-variation-selector"),
+    pytest.param("\u2064", "\\u2064", id="invisible-plus"),
+    pytest.param("\u3164", "\\u3164", id="hangul-filler"),
+    pytest.param("\ufe0f", "\\ufe0f", id="variation-selector-16"),
+    pytest.param("\uffa0", "\\uffa0", id="halfwidth-hangul-filler"),
+    pytest.param("\U0001bca1", "\\ud82f\\udca1", id="shorthand-format"),
+    pytest.param("\U0001d17a", "\\ud834\\udd7a", id="musical-end-phrase"),
+    pytest.param("\U000e0001", "\\udb40\\udc01", id="language-tag"),
+    pytest.param("\U000e0041", "\\udb40\\udc41", id="tag-latin-a"),
+    pytest.param("\U000e007f", "\\udb40\\udc7f", id="cancel-tag"),
+    pytest.param("\U000e0100", "\\udb40\\udd00", id="variation-selector-17"),
+    pytest.param("\u0600", "\\u0600", id="arabic-number-sign"),
+    pytest.param("\u2029", "\\u2029", id="paragraph-separator"),
+    pytest.param("\ue000", "\\ue000", id="private-use"),
+    pytest.param("\U000ffffd", "\\udbbf\\udffd", id="plane-15-private-use"),
+    pytest.param("\u0378", "\\u0378", id="unassigned"),
+    pytest.param("\ufffe", "\\ufffe", id="noncharacter"),
+]
+
+
+@pytest.mark.parametrize(("char", "spelled"), INVISIBLE)
+def test_invisible_characters_in_arguments_are_shown_escaped(
+    brokerd: InProcessBrokerd,
+    scratch: Path,
+    capsys: pytest.CaptureFixture[str],
+    char: str,
+    spelled: str,
+) -> None:
+    command = f"rm -rf {char}/ build{char}"
+    arguments = orjson.dumps({"command": command, "cwd": str(scratch)}).decode()
+    assert char in arguments  # sent raw, not as a JSON escape
+    call, _ = ask(brokerd, arguments)
+    with call:
+        status, out, err = run(brokerd, capsys, "approvals")
+    assert (status, err) == (0, "")
+    assert char not in out
+    shown = out.splitlines()[1].removeprefix("    shell ")
+    assert f"rm -rf {spelled}/ build{spelled}" in shown
+    assert json.loads(shown) == {"command": command, "cwd": str(scratch)}
+
+
 def test_an_escaped_slash_in_the_request_is_shown_as_a_slash(
     brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

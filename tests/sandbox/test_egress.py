@@ -2,7 +2,8 @@
 local HTTPS server on 127.0.0.1 with a throwaway CA made by `openssl` at test time.
 
 No test sends traffic to any address but loopback: public addresses appear only in
-the table given to `PublicResolver.allows`, which does no I/O.
+the table given to `PublicResolver.allows`, which does no I/O, and beside a
+special-purpose address of the same name, which refuses the name before any dial.
 """
 
 from __future__ import annotations
@@ -21,13 +22,9 @@ from typing import Any
 
 import pytest
 
+from boxmaker.core.addresses import is_public_address
 from boxmaker.sandbox.egress import EgressProxy, Verdict
-from boxmaker.sandbox.resolvers import (
-    MappedResolver,
-    PublicResolver,
-    Resolver,
-    is_public_address,
-)
+from boxmaker.sandbox.resolvers import MappedResolver, PublicResolver, Resolver
 from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
 
 NAMES = ("allowed.test", "other.test", "a.allowed.test")
@@ -257,6 +254,42 @@ def test_a_name_resolving_to_loopback_is_refused_under_public_rules(
     assert "non-public address 127.0.0.1" in proxy.events[0].reason
 
 
+class _ManyAddresses(MappedResolver):
+    """Each name resolves to every address listed for it; the production rule judges them."""
+
+    def __init__(self, mapping: dict[str, list[str]], port: int) -> None:
+        super().__init__(dict.fromkeys(mapping, "127.0.0.1"), port)
+        self._many = mapping
+
+    def resolve(self, host: str) -> list[str]:
+        super().resolve(host)  # OSError when not mapped
+        return list(self._many[host])
+
+    def allows(self, address: str) -> bool:
+        return PublicResolver().allows(address)
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ["fec0::1"],
+        ["93.184.216.34", "fec0::1"],
+        ["2606:2800:220:1:248:1893:25c8:1946", "93.184.216.34", "10.0.0.1"],
+        ["93.184.216.34", "::ffff:127.0.0.1", "2606:2800:220:1:248:1893:25c8:1946"],
+    ],
+    ids=["site-local-alone", "site-local-second", "private-last", "mapped-loopback-middle"],
+)
+def test_a_name_with_any_special_purpose_address_is_refused_and_never_dialled(
+    proxy_for: Callable[..., EgressProxy], https: LocalHttps, addresses: list[str]
+) -> None:
+    proxy = proxy_for(("allowed.test",), _ManyAddresses({"allowed.test": addresses}, https.port))
+    assert refused(proxy, _request(3, _domain("allowed.test"), 443)) == 0x02
+    [event] = proxy.events
+    assert event.verdict == Verdict.refused
+    barred = [address for address in addresses if not is_public_address(address)]
+    assert event.reason == f"resolves to a non-public address {', '.join(barred)}"
+
+
 @pytest.mark.parametrize(
     ("address", "allowed"),
     [
@@ -278,6 +311,11 @@ def test_a_name_resolving_to_loopback_is_refused_under_public_rules(
         ("::ffff:127.0.0.1", False),
         ("64:ff9b::7f00:1", False),
         ("2002:7f00:1::", False),
+        ("fec0::1", False),  # site-local: Python 3.11 calls it global
+        ("2001:db8::1", False),
+        ("2001::5efe:7f00:1", False),  # Teredo
+        ("64:ff9b::5db8:d822", False),  # NAT64 of 93.184.216.34
+        ("::ffff:93.184.216.34", True),  # IPv4-mapped: judged as 93.184.216.34
         ("not an address", False),
         ("93.184.216.34", True),
         ("2606:2800:220:1:248:1893:25c8:1946", True),
