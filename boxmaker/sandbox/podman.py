@@ -205,7 +205,7 @@ def podman_argv(
             problem = mount_problem(mask.path)
             if problem is not None:
                 raise ValueError(problem)
-            argv.append(f"--mount=type=tmpfs,destination={mask.path},ro=true")
+            argv.append(f"--mount=type=tmpfs,destination={mask.path},ro=true,notmpcopyup")
         else:
             argv.append(_bind("/dev/null", mask.path, writable=False))
     argv += [

@@ -152,7 +152,7 @@ PODMAN_MOUNTS = {
         "--mount=type=bind,source=/proc/42/fd/7,destination=/home/owner/scratch",
         "--mount=type=bind,source=/proc/42/fd/8,destination=/home/owner/data",
         "--mount=type=bind,source=/proc/42/fd/9,destination=/home/owner/data/a",
-        "--mount=type=tmpfs,destination=/home/owner/data/a/keys,ro=true",
+        "--mount=type=tmpfs,destination=/home/owner/data/a/keys,ro=true,notmpcopyup",
         "--mount=type=bind,source=/dev/null,destination=/home/owner/scratch/id,ro=true",
     ],
     "http_fetch": [
