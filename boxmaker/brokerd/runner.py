@@ -130,8 +130,7 @@ class RunSpec:
 
     def __repr__(self) -> str:
         return (
-            f"RunSpec({self.tool}, mounts={self.mounts}, masks={self.masks},"
-            f" egress={self.egress})"
+            f"RunSpec({self.tool}, mounts={self.mounts}, masks={self.masks}, egress={self.egress})"
         )
 
 

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+import boxmaker
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
-from boxmaker.bxctl.client import default_admin_socket, request
+from boxmaker.bxctl.client import default_admin_socket, home_dir, request
 from boxmaker.core.grant_loading import load_grant_dir
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import CheckGrants, GrantsReport, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
+from boxmaker.core.reserved import install_places, reserved_places
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
 
 GRANTS_POINTER = "see runbook.md#grants-invalid"
@@ -65,9 +68,25 @@ def add_parser(commands: Any) -> None:
 
 
 def read_grant_dir(directory: Path) -> GrantSet:
-    """The grant set in `directory`, read the way brokerd reads it."""
+    """The grant set in `directory`, read the way brokerd reads it.
+
+    What no grant may reach is judged with `BOXMAKER_HOME` (its audit log and
+    sockets lie under it), this directory and the install bxctl runs from.
+    """
+    home = str(home_dir())
+    places = reserved_places(
+        [
+            ("home", home),
+            ("grants", str(directory)),
+            *install_places(sys.prefix, boxmaker.__file__),
+        ],
+        os.path.realpath,
+    )
     return load_grant_dir(
-        lambda: os.listdir(directory), lambda name: (directory / name).read_bytes(), str(directory)
+        lambda: os.listdir(directory),
+        lambda name: (directory / name).read_bytes(),
+        str(directory),
+        places,
     )
 
 

@@ -17,6 +17,9 @@ the TOML text shows one, the line):
     7  a path is not a valid absolute path, or is /
     8  a host is not a valid host pattern
     9  a deny grant's max_taint is not secret
+   10  a path is, contains or lies under one of boxmaker's own places
+       (`boxmaker.core.reserved`: home, audit log, grants, sockets, install
+       prefix), which the caller passes in as `reserved`
 
 Only files whose names end in `.toml` are read; anything else is ignored.
 """
@@ -36,6 +39,7 @@ from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.hosts import host_pattern_problem
 from boxmaker.core.labels import DataClass
 from boxmaker.core.paths import path_problem
+from boxmaker.core.reserved import Place, reserved_problem
 from boxmaker.core.timestamps import Timestamp
 
 _STEM = re.compile(r"[a-z0-9-]{1,64}")
@@ -77,12 +81,14 @@ def load_grant_dir(
     list_names: Callable[[], Iterable[str]],
     read: Callable[[str], bytes],
     directory: str,
+    reserved: Iterable[Place] = (),
 ) -> GrantSet:
     """Every `*.toml` grant that `list_names` yields, read with `read`.
 
     An `OSError` from `list_names` makes the set invalid with one problem naming
     `directory`; an `OSError` from `read` is a problem of that file.
     """
+    places = tuple(reserved)
     try:
         names = sorted(n for n in list_names() if n.endswith(".toml"))
     except OSError as exc:
@@ -100,14 +106,16 @@ def load_grant_dir(
                 GrantProblem(file=name, problem=f"cannot be read: {exc.strerror or exc}")
             )
             continue
-        grant, found = parse_grant_file(name, content)
+        grant, found = parse_grant_file(name, content, places)
         problems.extend(found)
         if grant is not None:
             grants.append(grant)
     return GrantSet(grants=tuple(grants), problems=tuple(problems))
 
 
-def parse_grant_file(name: str, content: bytes) -> tuple[Grant | None, list[GrantProblem]]:
+def parse_grant_file(
+    name: str, content: bytes, reserved: Iterable[Place] = ()
+) -> tuple[Grant | None, list[GrantProblem]]:
     """The grant in file `name`, or None and every problem found in it."""
     problems: list[GrantProblem] = []
 
@@ -142,6 +150,11 @@ def parse_grant_file(name: str, content: bytes) -> tuple[Grant | None, list[Gran
             problem(_shape_problem(error), key_line(text, error["loc"]))
         return None, problems
     tool = _check_rules(shape, text, problem)
+    for path in shape.constraints.paths:
+        if path == "/" or path_problem(path) is not None:
+            continue  # rule 7 said so already
+        if (why := reserved_problem(path, reserved)) is not None:
+            problem(why, key_line(text, ("constraints", "paths")))
     if problems or tool is None:
         return None, problems
     grant = Grant(

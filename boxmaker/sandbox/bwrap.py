@@ -35,7 +35,7 @@ from boxmaker.sandbox.calls import (
 )
 from boxmaker.sandbox.cgroups import CallGroup, CgroupError, Cgroups
 from boxmaker.sandbox.egress import EgressProxy
-from boxmaker.sandbox.held import HeldSpec, Refused, hold
+from boxmaker.sandbox.held import HeldSpec, HoldError, hold
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -156,7 +156,7 @@ class BwrapRuntime:
     def run(self, spec: RunSpec) -> RunOutput | RunError:
         try:
             held = hold(spec)
-        except Refused as refused:
+        except HoldError as refused:
             return RunError(refused.failure)
         outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
         try:

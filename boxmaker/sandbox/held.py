@@ -42,7 +42,7 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 NEW_FILE_MODE = 0o644
 
 
-class Refused(Exception):
+class HoldError(Exception):
     """The path cannot be held; `failure` is the sentence the call fails with."""
 
     def __init__(self, failure: RunFailure) -> None:
@@ -102,12 +102,14 @@ class HeldSpec:
 
 
 def hold(spec: RunSpec) -> HeldSpec:
-    """Open what `spec` mounts; `Refused` if any of it is not what policy decided on."""
+    """Open what `spec` mounts; `HoldError` if any of it is not what policy decided on."""
     held = HeldSpec()
     try:
         for mount in spec.mounts:
             if spec.tool in (ToolName.READ_FILE, ToolName.WRITE_FILE):
-                held.mounts.append(_hold_file(held, mount.path, mount.granted, mount.writable, spec))
+                held.mounts.append(
+                    _hold_file(held, mount.path, mount.granted, mount.writable, spec)
+                )
             else:
                 held.mounts.append(_hold_walk(held, mount.path, mount.path, mount.writable))
         for mask in spec.masks:
@@ -137,18 +139,18 @@ def _walk(held: HeldSpec, path: str, granted: str) -> tuple[int, os.stat_result]
     for index, name in enumerate(_components(path), start=1):
         within_grant = index <= depth_granted
         if not stat.S_ISDIR(info.st_mode):
-            raise Refused(RunFailure.GRANT_PATH_UNSAFE if within_grant else RunFailure.NOT_FOUND)
+            raise HoldError(RunFailure.GRANT_PATH_UNSAFE if within_grant else RunFailure.NOT_FOUND)
         try:
             fd = _open_at(held, fd, name)
         except FileNotFoundError as exc:
             missing = RunFailure.GRANT_PATH_MISSING if within_grant else RunFailure.NOT_FOUND
-            raise Refused(missing) from exc
+            raise HoldError(missing) from exc
         except OSError as exc:
-            raise Refused(RunFailure.GRANT_PATH_UNSAFE) from exc
+            raise HoldError(RunFailure.GRANT_PATH_UNSAFE) from exc
         info = os.fstat(fd)
         if stat.S_ISLNK(info.st_mode):
             unsafe = RunFailure.GRANT_PATH_UNSAFE if within_grant else RunFailure.PATH_HAS_SYMLINK
-            raise Refused(unsafe)
+            raise HoldError(unsafe)
     return fd, info
 
 
@@ -159,7 +161,7 @@ def _held(path: str, fd: int, info: os.stat_result, writable: bool) -> Held:
 def _hold_walk(held: HeldSpec, path: str, granted: str, writable: bool) -> Held:
     fd, info = _walk(held, path, granted)
     if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-        raise Refused(RunFailure.GRANT_PATH_UNSAFE)
+        raise HoldError(RunFailure.GRANT_PATH_UNSAFE)
     return _held(path, fd, info, writable)
 
 
@@ -173,37 +175,37 @@ def _hold_file(held: HeldSpec, path: str, granted: str, writable: bool, spec: Ru
     parent_path, name = path.rsplit("/", 1)
     parent_path = parent_path or "/"
     if parent_path == "/":
-        raise Refused(RunFailure.GRANT_PATH_UNSAFE)  # no grant may be `/` (loading rule 7)
+        raise HoldError(RunFailure.GRANT_PATH_UNSAFE)  # no grant may be `/` (loading rule 7)
     writing = isinstance(spec.arguments, WriteFileArgs)
     try:
         parent, parent_info = _walk(held, parent_path, min(granted, parent_path, key=len))
-    except Refused as exc:
+    except HoldError as exc:
         if writing and exc.failure is RunFailure.NOT_FOUND:
-            raise Refused(RunFailure.WRITE_FAILED) from exc
+            raise HoldError(RunFailure.WRITE_FAILED) from exc
         raise
     if not stat.S_ISDIR(parent_info.st_mode):
-        raise Refused(RunFailure.WRITE_FAILED if writing else RunFailure.NOT_FOUND)
+        raise HoldError(RunFailure.WRITE_FAILED if writing else RunFailure.NOT_FOUND)
     for _attempt in range(2):
         try:
             fd = _open_at(held, parent, name)
         except FileNotFoundError:
             if not writing:
-                raise Refused(RunFailure.NOT_FOUND) from None
+                raise HoldError(RunFailure.NOT_FOUND) from None
             created = _create(held, parent, name)
             if created is None:
                 continue  # made by someone else meanwhile: look again
             return _held(path, created[0], created[1], writable)
         except OSError as exc:
-            raise Refused(RunFailure.NOT_FOUND) from exc
+            raise HoldError(RunFailure.NOT_FOUND) from exc
         info = os.fstat(fd)
         if stat.S_ISLNK(info.st_mode):
             if path == granted:
-                raise Refused(RunFailure.GRANT_PATH_UNSAFE)
-            raise Refused(RunFailure.PATH_HAS_SYMLINK)
+                raise HoldError(RunFailure.GRANT_PATH_UNSAFE)
+            raise HoldError(RunFailure.PATH_HAS_SYMLINK)
         if not stat.S_ISREG(info.st_mode):
-            raise Refused(RunFailure.NOT_A_FILE)
+            raise HoldError(RunFailure.NOT_A_FILE)
         return _held(path, fd, info, writable)
-    raise Refused(RunFailure.PATH_SWAPPED)
+    raise HoldError(RunFailure.PATH_SWAPPED)
 
 
 def _create(held: HeldSpec, parent: int, name: str) -> tuple[int, os.stat_result] | None:
@@ -213,8 +215,8 @@ def _create(held: HeldSpec, parent: int, name: str) -> tuple[int, os.stat_result
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Refused(RunFailure.PATH_HAS_SYMLINK) from exc
-        raise Refused(RunFailure.WRITE_FAILED) from exc
+            raise HoldError(RunFailure.PATH_HAS_SYMLINK) from exc
+        raise HoldError(RunFailure.WRITE_FAILED) from exc
     held._fds.append(fd)
     info = os.fstat(fd)
     held._created = (parent, name, info.st_ino)

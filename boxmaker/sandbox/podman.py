@@ -79,7 +79,7 @@ from boxmaker.sandbox.calls import (
     toolkit_request,
 )
 from boxmaker.sandbox.egress import EgressProxy
-from boxmaker.sandbox.held import HeldSpec, Refused, hold
+from boxmaker.sandbox.held import HeldSpec, HoldError, hold
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -381,7 +381,7 @@ class PodmanRuntime:
             return RunError(RunFailure.SANDBOX_FAILED)
         try:
             held = hold(spec)
-        except Refused as refused:
+        except HoldError as refused:
             return RunError(refused.failure)
         outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
         try:

@@ -198,3 +198,21 @@ def test_bxctl_with_brokerd_unreachable(tmp_path: Path, args: list[str]) -> None
     (line,) = done.stderr.splitlines()
     assert str(tmp_path / "nobody-home" / ADMIN_SOCKET) in line
     assert line.endswith(pointer("see runbook.md#broker-unavailable"))
+
+
+def test_a_grant_over_brokerds_own_state_by_its_real_path(tmp_path: Path) -> None:
+    """brokerd's home is configured through a link; a grant names the real audit
+    directory. It is refused at start, with the runbook pointer, and calls are denied."""
+    home, grants, _ = prepare(tmp_path)
+    alias = home.parent / "alias"
+    alias.symlink_to(home)
+    config = write_config(tmp_path / "aliased.toml", alias, grants)
+    write_grant(grants, "audit-shell", tool="shell", paths=[str(home.resolve() / "audit")])
+    daemon = DaemonProcess(config)
+    daemon.wait_serving([alias / BROKER_SOCKET, alias / ADMIN_SOCKET])
+    with daemon:
+        line = daemon.wait_for_line(lambda line: "audit-shell.toml" in line)
+        assert f"reaches boxmaker's own home ({home.resolve()})" in line
+        assert line.endswith("see runbook.md#grant-covers-boxmaker")
+        answer = exchange(alias / BROKER_SOCKET, read(tmp_path), "c1")[-1].message
+        assert answer == DeniedResponse(reason=DenyReason.GRANTS_INVALID)

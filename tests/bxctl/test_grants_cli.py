@@ -434,3 +434,43 @@ def test_usage_errors_are_one_line_exit_2(tmp_path: Path, args: tuple[str, ...])
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("place", "relation"),
+    [
+        ("home", "is"),
+        ("home", "contains"),
+        ("home", "under"),
+        ("grants", "is"),
+        ("grants", "contains"),
+        ("install", "under"),
+        ("install", "contains"),
+    ],
+    ids=lambda value: value,
+)
+def test_check_refuses_a_grant_that_reaches_boxmaker_itself(
+    tmp_path: Path, place: str, relation: str
+) -> None:
+    """A shell granted boxmaker's home could approve its own calls over admin.sock."""
+    home = tmp_path / "outer" / "home"
+    (home / "run").mkdir(parents=True)
+    grants = tmp_path / "grants"
+    target = {"home": home, "grants": grants, "install": Path(sys.prefix).resolve()}[place]
+    path = {"is": target, "contains": target.parent, "under": target / "x"}[relation]
+    directory = write_dir(grants, {"reach.toml": grant_file("shell", paths=[str(path)])})
+    done = bxctl("grants", "check", "--dir", directory, home=home)
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.startswith("reach.toml:6: "), done.stdout
+    assert "reaches boxmaker's own" in done.stdout
+    assert "see runbook.md#grant-covers-boxmaker" in done.stdout
+
+
+def test_check_allows_a_grant_beside_boxmaker(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    directory = write_dir(
+        tmp_path / "grants", {"side.toml": grant_file("shell", paths=[str(tmp_path / "homework")])}
+    )
+    done = bxctl("grants", "check", "--dir", directory, home=home)
+    assert (done.returncode, done.stdout) == (0, "grants: ok\n")

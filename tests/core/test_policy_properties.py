@@ -357,9 +357,7 @@ def oracle(specs: list[GSpec], tool: str, raw: str, taint: str, now: str) -> See
         for spec in specs:
             if spec.tool == "http_fetch":
                 continue
-            near = [
-                (p, m) for p in spec.paths for m in mounts if contains(p, m) or contains(m, p)
-            ]
+            near = [(p, m) for p in spec.paths for m in mounts if contains(p, m) or contains(m, p)]
             if spec.mode == "deny":
                 alive = spec.expires is None or when(now) < when(spec.expires)
                 if alive and any(contains(p, m) for p, m in near):

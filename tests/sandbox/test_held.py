@@ -18,7 +18,7 @@ from boxmaker.core.grants import GrantSet
 from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import Decision, SessionState, decide
 from boxmaker.sandbox import toolkit
-from boxmaker.sandbox.held import HeldSpec, Refused, hold
+from boxmaker.sandbox.held import HeldSpec, HoldError, hold
 from boxmaker.testing.sandbox_tree import NOW, grant
 
 AUTO = 'mode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'
@@ -57,7 +57,7 @@ def holding() -> Iterator[list[HeldSpec]]:
 
 
 def refusal(spec: RunSpec) -> RunFailure:
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(HoldError) as refused:
         hold(spec).close(succeeded=True)
     return refused.value.failure
 
