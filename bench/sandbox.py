@@ -6,7 +6,10 @@ passes; the others are named with what they lack):
   through the runtime, as a ratio to the same figures for `/usr/bin/python3 -c
   pass` run bare (the limit: the toolkit is a Python process, and no sandbox can
   start it faster than the host starts Python);
-- calls per second with 4 calls in flight at once (threads, as brokerd serves).
+- calls per second with 4 calls in flight at once (threads, as brokerd serves);
+- the median of a shell call (`true`) whose mount holds three deny-covered
+  sub-paths, each masked, one behind a pinned parent: what holding the paths
+  by descriptor, pinning and masking add, against the same ratio.
 
 I/O: temporary directories, the runtimes' cgroups and containers, child processes.
 """
@@ -70,6 +73,30 @@ def read_decision(folder: Path) -> Decision:
     return decision
 
 
+def masked_shell_decision(folder: Path) -> Decision:
+    scratch = folder / "scratch"
+    for sub in ("a/keys", "b", "c/d"):
+        (scratch / sub).mkdir(parents=True)
+    auto = 'mode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'
+    deny = 'mode = "deny"\nmax_taint = "secret"\nresult_class = "secret"\n'
+    texts = {
+        "shell.toml": f'tool = "shell"\n{auto}constraints.paths = ["{scratch}"]\n',
+        "keys.toml": f'tool = "read_file"\n{deny}constraints.paths = ["{scratch}/a/keys",'
+        f' "{scratch}/b", "{scratch}/c/d"]\n',
+    }
+    grants = []
+    for name, text in texts.items():
+        grant, problems = parse_grant_file(name, text.encode())
+        assert grant is not None, problems
+        grants.append(grant)
+    arguments = json.dumps({"command": "true", "cwd": str(scratch)})
+    request = ToolRequest(session="bench", call="c2", tool="shell", arguments=arguments)
+    decision = decide(request, GrantSet(grants=tuple(grants)), SessionState(), NOW)
+    assert isinstance(decision, Decision), decision
+    assert len(decision.masks) == 3, decision.masks
+    return decision
+
+
 def runtimes(folder: Path) -> tuple[dict[str, Runtime], dict[str, list[str]]]:
     ready: dict[str, Runtime] = {}
     missing: dict[str, list[str]] = {}
@@ -94,6 +121,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bx-bench-") as name:
         folder = Path(name).resolve()
         decision = read_decision(folder)
+        masked = masked_shell_decision(folder)
         ready, missing = runtimes(folder)
 
         def bare() -> None:
@@ -122,6 +150,16 @@ def main() -> int:
                 f"  p90 {p90 * 1000:7.1f} ms"
                 f"  ratio (bare / {kind}) median {bare_median / median:.3f}"
                 f"  p90 {bare_p90 / p90:.3f}"
+            )
+
+            def shell(runtime: Runtime = runtime) -> None:
+                response = run(masked, runtime)
+                assert isinstance(response, ResultResponse), response
+
+            shell_median = statistics.median(timings(SAMPLES[kind], shell))
+            print(
+                f"  {kind:6} shell, 3 masks:      median {shell_median * 1000:7.1f} ms"
+                f"  ratio (bare / {kind}) median {bare_median / shell_median:.3f}"
             )
             calls = CALLS_AT_ONCE[kind]
             start = time.perf_counter()
