@@ -38,7 +38,7 @@ class Limits:
 def toolkit_request(
     spec: RunSpec, limits: Limits, held: HeldSpec, also_read: tuple[str, ...] = ()
 ) -> bytes:
-    """The JSON the toolkit reads on standard input.
+    """The JSON line the toolkit reads on standard input.
 
     `expect` lists every bound path with the device and inode brokerd held: the
     toolkit refuses to start (PATH_SWAPPED) unless each is exactly that. `landlock`
@@ -61,17 +61,20 @@ def toolkit_request(
     write = ["/tmp", "/dev", *(m.path for m in spec.mounts if m.writable)]  # noqa: S108
     if egress:
         read.append(CA_INSIDE)
-    return json.dumps(
-        {
-            "tool": spec.tool.value,
-            "arguments": arguments,
-            "output_bytes": limits.output_bytes,
-            "proxy": PROXY_INSIDE if egress else None,
-            "cafile": CA_INSIDE if egress else None,
-            "expect": held.expected,
-            "landlock": {"read": read, "write": write},
-        }
-    ).encode()
+    return (
+        json.dumps(
+            {
+                "tool": spec.tool.value,
+                "arguments": arguments,
+                "output_bytes": limits.output_bytes,
+                "proxy": PROXY_INSIDE if egress else None,
+                "cafile": CA_INSIDE if egress else None,
+                "expect": held.expected,
+                "landlock": {"read": read, "write": write},
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 def answer_limit(limits: Limits) -> int:

@@ -1,6 +1,7 @@
 """Talking to a sandboxed child: send it its request, read its answer, within limits.
 
-I/O: the child's pipes. `exchange` writes the request to standard input, reads
+I/O: the child's pipes. `exchange` writes the request to standard input and
+keeps it open (the toolkit takes its end as brokerd going away), reads
 standard output and standard error until the child closes them, and stops early
 (killing the child's process group) when the deadline passes or the output
 exceeds what a correct answer can be: a process in the sandbox must not be able
@@ -58,8 +59,7 @@ def exchange(
                     except BrokenPipeError:
                         pending = pending[len(pending) :]
                     if not pending:
-                        selector.unregister(proc.stdin)
-                        proc.stdin.close()
+                        selector.unregister(proc.stdin)  # open until the child is done
                     continue
                 assert stream is proc.stdout or stream is proc.stderr
                 chunk = os.read(stream.fileno(), 65536)

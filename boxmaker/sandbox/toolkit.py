@@ -2,8 +2,8 @@
 
 Standard library only, and self-contained: the runtimes pass this file's source
 with `python3 -I -S -c`, so nothing of boxmaker (or of its virtual environment)
-needs to be visible inside the sandbox. I/O: reads one JSON request on standard
-input, does the one tool call (a file read or write, a shell command, an HTTPS
+needs to be visible inside the sandbox. I/O: reads one JSON request, one line,
+on standard input, does the one tool call (a file read or write, a shell command, an HTTPS
 fetch through the egress proxy's Unix socket), and writes one JSON answer on
 standard output:
 
@@ -12,6 +12,11 @@ standard output:
           "expect": [[path, dev, ino], ...], "landlock": {"read": [...], "write": [...]}}
     out: {"ok": true, "content": "...", "truncated": bool}
        | {"ok": false, "failure": "<RunFailure member name>"}
+
+brokerd keeps standard input open while the call runs: when it closes, brokerd
+has gone (killed, perhaps), and the toolkit exits at once. In a Podman container
+the toolkit is process 1, so everything the call started goes with it, as
+bubblewrap's `--die-with-parent` does for its sandbox.
 
 A failure is a code, never text: brokerd turns it into its own fixed sentence,
 so nothing a tool printed, read or received can pose as brokerd speaking. A
@@ -29,6 +34,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import threading
 import urllib.parse
 from typing import Any
 
@@ -274,9 +280,25 @@ def restrict(read: list[str], write: list[str]) -> int:
     return int(abi)
 
 
+REQUESTER_GONE = 125  # the exit status when brokerd's end of standard input closes
+
+
+def watch_requester() -> None:
+    """Exit the whole process as soon as standard input reaches its end."""
+
+    def wait_for_end() -> None:
+        # the descriptor, not sys.stdin: a thread blocked inside a buffered reader
+        # holds its lock, and the interpreter cannot then shut down cleanly
+        while os.read(0, 65536):
+            continue  # nothing more is ever sent; anything that is, is ignored
+        os._exit(REQUESTER_GONE)
+
+    threading.Thread(target=wait_for_end, daemon=True).start()
+
+
 def main() -> int:
     try:
-        request = json.loads(sys.stdin.buffer.read())
+        request = json.loads(sys.stdin.buffer.readline())
         tool, args, limit = request["tool"], request["arguments"], int(request["output_bytes"])
         check_expected(request.get("expect") or [])
         walls = request.get("landlock")
@@ -285,6 +307,7 @@ def main() -> int:
                 restrict(walls["read"], walls["write"])
             except OSError as exc:
                 raise ToolError("SANDBOX_FAILED") from exc
+        watch_requester()  # after Landlock: a thread started later inherits its walls
         if tool == "read_file":
             content, truncated = read_file(args, limit)
         elif tool == "write_file":

@@ -448,6 +448,33 @@ def test_nothing_survives_a_sigkill_of_the_parent(sandbox: Sandbox) -> None:
     sandbox.assert_nothing_left(marker)
 
 
+def test_a_call_ends_by_itself_when_its_parent_is_killed(sandbox: Sandbox) -> None:
+    """No sweep this time: the call's processes (and Podman's container) go within
+    seconds of brokerd, not at its time limit (two minutes here) or at the next
+    start. An empty cgroup of bwrap's stays for the next start to remove."""
+    marker = f"orphan{uuid.uuid4().hex[:8]}"
+    config = {**sandbox.child_config, "now": NOW, "command": f"M={marker}; sleep 100; echo $M"}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as child:
+        assert child.stdin is not None
+        child.stdin.write((json.dumps(config) + "\n").encode())
+        child.stdin.close()
+        try:
+            wait_for(lambda: processes_with(marker), "the call's shell to start", timeout=60)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+    wait_for(
+        lambda: not processes_with(marker) and not sandbox.containers(),
+        "the call to end by itself",
+        timeout=10,
+    )
+
+
 def test_http_fetch_reaches_an_allowed_host(sandbox: Sandbox) -> None:
     response = sandbox.call("http_fetch", url="https://allowed.test/")
     assert isinstance(response, ResultResponse), response

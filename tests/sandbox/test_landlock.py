@@ -19,14 +19,21 @@ from boxmaker.sandbox.calls import SANDBOX_PYTHON, TOOLKIT_SOURCE
 
 
 def _toolkit(request: dict[str, Any]) -> dict[str, Any]:
-    done = subprocess.run(
+    """The toolkit's answer, its standard input held open as brokerd holds it."""
+    with subprocess.Popen(
         [SANDBOX_PYTHON, "-I", "-S", "-c", TOOLKIT_SOURCE],
-        input=json.dumps(request).encode(),
-        capture_output=True,
-        timeout=30,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+        out = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+        proc.stdin.close()
+    answer: dict[str, Any] = json.loads(out)
     return answer
 
 
