@@ -14,7 +14,6 @@ dies with brokerd (`--die-with-parent`; its pid namespace takes everything with 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from boxmaker.sandbox.calls import (
     TOOLKIT_SOURCE,
     Limits,
     answer_limit,
+    call_prefix,
     parse_answer,
     toolkit_request,
 )
@@ -44,11 +44,6 @@ log = logging.getLogger(__name__)
 BWRAP = "/usr/bin/bwrap"
 NOBODY = 65534
 PREFLIGHT_POINTER = "see runbook.md#sandbox-unavailable"
-
-
-def group_prefix(home: Path) -> str:
-    """The start of every call group's name of this home (so a sweep finds only its own)."""
-    return f"bx-{hashlib.sha256(str(home).encode()).hexdigest()[:8]}-"
 
 
 def bwrap_argv(held: HeldSpec, egress_socket: Path | None, ca_file: Path) -> list[str]:
@@ -129,7 +124,7 @@ class BwrapRuntime:
         ca_file: Path = DEFAULT_CA_FILE,
     ) -> None:
         self._egress_dir = home / "run" / "egress"
-        self._prefix = group_prefix(home)
+        self._prefix = call_prefix(home)
         self._limits = limits
         self._cgroups = cgroups
         self._resolver = resolver

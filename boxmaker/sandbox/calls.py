@@ -9,6 +9,7 @@ into text the sandbox chose as an error.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,15 @@ class Limits:
     memory_bytes: int = 512 * 1024 * 1024
     pids: int = 64
     output_bytes: int = 1_048_576
+
+
+def call_prefix(home: Path) -> str:
+    """The start of every call's cgroup or container name for brokerd's `home`.
+
+    A start-up sweep removes only names with its own prefix: other brokerds on the
+    same host share the cgroup parent and Podman's list, and their calls are theirs.
+    """
+    return f"bx-{hashlib.sha256(str(home).encode()).hexdigest()[:8]}-"
 
 
 def toolkit_request(

@@ -56,7 +56,6 @@ brokerds' calls on the same host are not touched).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import math
 import os
@@ -75,6 +74,7 @@ from boxmaker.sandbox.calls import (
     TOOLKIT_SOURCE,
     Limits,
     answer_limit,
+    call_prefix,
     parse_answer,
     toolkit_request,
 )
@@ -136,11 +136,6 @@ sys.stdout.flush()
 PODMAN_PROGRAM = f"SOURCE = {TOOLKIT_SOURCE!r}\nOOM_FILES = {_OOM_FILES!r}\n{_WRAPPER}"
 
 _UNMOUNTABLE = (",", '"', "\n", "\r")  # --mount is CSV: these would change its meaning
-
-
-def name_prefix(home: Path) -> str:
-    """The start of every container name of this home (so `sweep` finds only its own)."""
-    return f"bx-{hashlib.sha256(str(home).encode()).hexdigest()[:8]}-"
 
 
 def podman_argv(
@@ -304,7 +299,7 @@ class PodmanRuntime:
     ) -> None:
         self._egress_dir = home / "run" / "egress"
         self._client_dir = home / "run" / "podman"  # the client's cwd: see the docstring
-        self._prefix = name_prefix(home)
+        self._prefix = call_prefix(home)
         self._limits = limits
         self._resolver = resolver
         self._ca_file = ca_file

@@ -26,6 +26,7 @@ import pytest
 
 from boxmaker.sandbox import podman
 from boxmaker.sandbox.bwrap import BwrapRuntime
+from boxmaker.sandbox.calls import call_prefix
 from boxmaker.sandbox.cgroups import CgroupError, Cgroups
 from boxmaker.sandbox.podman import PodmanRuntime, ensure_rootfs
 from boxmaker.sandbox.resolvers import MappedResolver
@@ -100,7 +101,9 @@ def sandbox(
     root = tmp_path.resolve()
     make_tree(root)
     grants = make_grants(root)
-    resolver = MappedResolver({"allowed.test": "127.0.0.1"}, port=https.port)
+    # other.test resolves too, so only the grant and the egress rule keep a call out
+    local = {"allowed.test": "127.0.0.1", "other.test": "127.0.0.1"}
+    resolver = MappedResolver(local, port=https.port)
     base_config: dict[str, Any] = {
         "kind": kind,
         "home": str(short_home),
@@ -130,7 +133,7 @@ def sandbox(
             )
         return
     runtime = PodmanRuntime(short_home, LIMITS, resolver=resolver, ca_file=https.ca, rootfs=rootfs)
-    prefix = podman.name_prefix(short_home)
+    prefix = call_prefix(short_home)
 
     def containers() -> list[str]:
         listed = subprocess.run(

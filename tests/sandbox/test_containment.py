@@ -332,3 +332,30 @@ def test_the_swap_racer_breaks_a_check_then_bind_by_name(tmp_path: Path) -> None
             leaked += SECRET in read.stdout
     print(f"control arm: the racer got between a check and a bind by name at try {tries}")
     assert leaked, f"the racer never got between a check and a bind by name in {tries} tries"
+
+
+# ---------------------------------------------------------------------------
+# a fetch is labelled by the one host it reaches
+
+
+def test_http_fetch_follows_no_redirect_to_another_granted_host(sandbox: Sandbox) -> None:
+    """allowed.test/away redirects to other.test. The grant that wins for allowed.test
+    lists both hosts; another labels other.test secret. Following the redirect
+    would bring back other.test's data labelled as allowed.test's: public."""
+    both = grant(
+        "both.toml",
+        'tool = "http_fetch"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "public"\n'
+        'constraints.hosts = ["allowed.test", "other.test"]',
+    )
+    other = grant(
+        "other.toml",
+        'tool = "http_fetch"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "secret"\n'
+        'constraints.hosts = ["other.test"]',
+    )
+    box = sandbox.with_grants(both, other)
+    direct = box.call("http_fetch", url="https://other.test/")
+    assert isinstance(direct, ResultResponse), direct  # reachable, and labelled secret
+    assert direct.content.endswith("hello from other.test")
+    assert direct.class_ is DataClass.SECRET
+    redirected = box.call("http_fetch", url="https://allowed.test/away")
+    assert failed(redirected, RunFailure.FETCH_REFUSED), redirected
