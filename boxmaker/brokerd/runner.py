@@ -9,7 +9,8 @@ allowed or approved. What goes in the spec, by tool:
     read_file   the file decided on, read-only               none
     write_file  the file decided on, writable                none
     shell       every path of the grant, writable, less      none
-                the decision's masks
+                the decision's masks (a mask equal to a
+                grant path hides that path whole)
     http_fetch  none                                         the URL's own host
 
 A file tool's sandbox sees exactly the one file that policy decided on, never
@@ -153,8 +154,9 @@ def build_spec(decision: Decision) -> RunSpec:
             writable = isinstance(args, WriteFileArgs)
             mounts = (Mount(path, writable=writable, granted=decision.matched_path),)
         case ShellArgs():
-            mounts = tuple(Mount(path, writable=True, granted=path) for path in grant.paths)
-            masks = decision.masks
+            shown = [path for path in grant.paths if path not in decision.masks]
+            mounts = tuple(Mount(path, writable=True, granted=path) for path in shown)
+            masks = tuple(m for m in decision.masks if m not in grant.paths)
         case HttpFetchArgs(url=url):
             egress = (url.host,)
     return RunSpec(_TOKEN, decision.tool, args, mounts, masks, egress)

@@ -17,10 +17,11 @@ Matching, for a call to tool T at session taint S:
        lowest grant id in byte order.
     4. The result's label is combined over every grant left after step 2: the
        highest result_class, and untrusted if any is.
-    5. A shell call that would run also answers to every other file grant over
-       what its sandbox mounts (`boxmaker.core.views`): a deny covering a mount
-       denies it, a deny inside a mount is masked, and every grant overlapping a
-       mount raises its label.
+    5. A shell call also answers to the file grants of the other tools
+       (`boxmaker.core.views`): their deny grants are among its candidates in
+       step 1, matched by cwd; and when it runs, a deny over one of its mounts
+       hides that mount, a deny inside one is masked, and every grant
+       overlapping a kept mount raises its label.
     6. With none left: grant_expired if a candidate dropped out by expiry alone,
        else taint_too_high if one dropped out by taint alone, else no_grant.
 
@@ -58,7 +59,7 @@ from boxmaker.core.hosts import host_matches
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.messages import ToolRequest
 from boxmaker.core.paths import is_inside
-from boxmaker.core.views import shell_view
+from boxmaker.core.views import deny_candidates, shell_view
 
 MAX_DETAIL = 300
 
@@ -252,7 +253,10 @@ def _match(
 ) -> Outcome:
     left: list[_Covered] = []
     expired_only = taint_only = False
-    for grant in grants.for_tool(tool):
+    candidates = grants.for_tool(tool)
+    if isinstance(args, ShellArgs) and args.cwd is not None:
+        candidates += deny_candidates(grants)
+    for grant in candidates:
         covered = _covers(grant, args)
         expired = grant.expires is not None and now >= grant.expires
         too_tainted = state.taint > grant.max_taint
@@ -278,12 +282,6 @@ def _match(
     masks: tuple[str, ...] = ()
     if tool is ToolName.SHELL:
         view = shell_view(winner.grant.paths, grants, result_class, untrusted, now)
-        if view.denied_by is not None:
-            return Denial(
-                DenyReason.DENIED_BY_GRANT,
-                grant=view.denied_by.id,
-                grant_sha256=view.denied_by.sha256,
-            )
         result_class, untrusted, masks = view.result_class, view.untrusted, view.masks
     match = _Matched(
         request=request,

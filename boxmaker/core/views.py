@@ -3,19 +3,25 @@
 A shell call mounts every path of its grant, writable. Other grants may speak
 about paths inside those mounts, and a shell is not bound by the tool they
 name: with `notes-read` on /s and `keys-deny` (read_file) on /s/keys, a shell
-on /s could simply `cat /s/keys/id`. So, for a shell call that policy would
-let run, over every grant of every file tool (read_file, write_file, shell):
+on /s could simply `cat /s/keys/id`. So, over every grant of every file tool
+(read_file, write_file, shell):
 
-    1. A deny grant (not expired) whose path is one of the mounts or contains
-       one denies the call outright (`denied_by_grant`, naming that grant): the
-       sandbox would see nothing but what that grant forbids.
-    2. A deny grant (not expired) whose path lies strictly inside a mount is
-       masked: the sandbox sees an empty, read-only thing at that path.
-    3. The result's label is raised to the highest `result_class`, and made
+    1. A shell call whose cwd lies inside a deny grant's path (not expired) is
+       denied by that grant, whatever tool it names: policy counts such grants
+       among a shell call's candidates (`deny_candidates`), so the denial holds
+       at every taint, like any deny grant's.
+    2. A mount that is, or lies inside, such a deny path is hidden whole: it is
+       not mounted at all.
+    3. A deny path lying strictly inside a mount that is kept is masked: the
+       sandbox sees an empty, read-only thing at that path.
+    4. The result's label is raised to the highest `result_class`, and made
        untrusted if any is, over every other grant (any mode but deny, expired
-       or not, at any taint) whose path overlaps a mount: inside it or
+       or not, at any taint) whose path overlaps a kept mount: inside it or
        containing it. A label describes the data at a path, not the grant's
        current reach, so neither expiry nor taint lowers it.
+
+`masks` holds what rules 2 and 3 hide: a mask equal to a mount hides that
+mount, any other lies inside a kept one.
 
 read_file and write_file need none of this: their sandbox sees exactly the
 one file that policy decided on.
@@ -40,7 +46,15 @@ class ShellView:
     masks: tuple[str, ...]
     result_class: DataClass
     untrusted: bool
-    denied_by: Grant | None = None  # rule 1: the deny grant that covers a mount
+
+
+def deny_candidates(grants: GrantSet) -> tuple[Grant, ...]:
+    """Deny grants of the other file tools, which rule 1 adds to a shell call's candidates."""
+    return tuple(
+        g
+        for g in grants.grants
+        if g.mode is Mode.DENY and g.tool in (ToolName.READ_FILE, ToolName.WRITE_FILE)
+    )
 
 
 def shell_view(
@@ -50,25 +64,26 @@ def shell_view(
     untrusted: bool,
     now: str,
 ) -> ShellView:
-    """Rules 1 to 3 for a shell call mounting `mounts`, labelled so far as given."""
-    masks: list[str] = []
+    """Rules 2 to 4 for a shell call mounting `mounts`, labelled so far as given."""
+    denied = [
+        path
+        for grant in grants.grants
+        if grant.tool in FILE_TOOLS
+        and grant.mode is Mode.DENY
+        and (grant.expires is None or now < grant.expires)
+        for path in grant.paths
+    ]
+    hidden = [m for m in mounts if any(is_inside(d, m) for d in denied)]
+    kept = [m for m in mounts if m not in hidden]
+    masks = [d for d in denied for m in kept if d != m and is_inside(m, d)]
     classes = [result_class]
     for grant in grants.grants:
-        if grant.tool not in FILE_TOOLS:
+        if grant.tool not in FILE_TOOLS or grant.mode is Mode.DENY:
             continue
-        if grant.mode is Mode.DENY:
-            if grant.expires is not None and now >= grant.expires:
-                continue
-            for path in grant.paths:
-                if any(is_inside(path, mount) for mount in mounts):
-                    return ShellView((), result_class, untrusted, denied_by=grant)
-                if any(is_inside(mount, path) for mount in mounts):
-                    masks.append(path)
-            continue
-        if any(_overlap(path, mount) for path in grant.paths for mount in mounts):
+        if any(_overlap(path, mount) for path in grant.paths for mount in kept):
             classes.append(grant.result_class)
             untrusted = untrusted or grant.untrusted
-    return ShellView(_outermost(masks), highest(*classes), untrusted)
+    return ShellView(_outermost(hidden + masks), highest(*classes), untrusted)
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -326,7 +326,14 @@ def oracle(specs: list[GSpec], tool: str, raw: str, taint: str, now: str) -> See
         return ("denied", "invalid_arguments", None, None, None, None)
     facts = []
     for spec in specs:
-        if spec.tool != tool:
+        # a shell call with a cwd also meets the file tools' deny grants
+        other_deny = (
+            tool == "shell"
+            and getattr(args, "cwd", None) is not None
+            and spec.tool in ("read_file", "write_file")
+            and spec.mode == "deny"
+        )
+        if spec.tool != tool and not other_deny:
             continue
         alive = spec.expires is None or when(now) < when(spec.expires)
         low_enough = RANK[taint] <= RANK[spec.max_taint]
@@ -352,17 +359,19 @@ def oracle(specs: list[GSpec], tool: str, raw: str, taint: str, now: str) -> See
             label = spec.result_class
         if spec.untrusted:
             untrusted = True
-    if tool == "shell":  # what the sandbox mounts answers to every file grant over it
-        mounts = winner[0].paths
+    if tool == "shell":  # a kept mount's label answers to every file grant over it
+        alive_denies = [
+            p
+            for spec in specs
+            if spec.tool != "http_fetch" and spec.mode == "deny"
+            if spec.expires is None or when(now) < when(spec.expires)
+            for p in spec.paths
+        ]
+        kept = [m for m in winner[0].paths if not any(contains(d, m) for d in alive_denies)]
         for spec in specs:
-            if spec.tool == "http_fetch":
+            if spec.tool == "http_fetch" or spec.mode == "deny":
                 continue
-            near = [(p, m) for p in spec.paths for m in mounts if contains(p, m) or contains(m, p)]
-            if spec.mode == "deny":
-                alive = spec.expires is None or when(now) < when(spec.expires)
-                if alive and any(contains(p, m) for p, m in near):
-                    return ("denied", "denied_by_grant", spec.id, None, None, None)
-            elif near:
+            if any(contains(p, m) or contains(m, p) for p in spec.paths for m in kept):
                 if RANK[spec.result_class] > RANK[label]:
                     label = spec.result_class
                 untrusted = untrusted or bool(spec.untrusted)

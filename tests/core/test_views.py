@@ -7,7 +7,7 @@ import pytest
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import Grant, GrantSet
 from boxmaker.core.labels import DataClass
-from boxmaker.core.views import shell_view
+from boxmaker.core.views import deny_candidates, shell_view
 
 NOW = "2026-11-30T12:00:00.000Z"
 PAST = "2026-01-01T00:00:00.000Z"
@@ -40,20 +40,44 @@ def test_deny_grants_inside_a_mount_are_masked(
     grants: tuple[Grant, ...], masks: tuple[str, ...]
 ) -> None:
     result = shell_view(("/s",), GrantSet(grants=grants), DataClass.PRIVATE, False, NOW)
-    assert result.denied_by is None
     assert result.masks == masks
 
 
 @pytest.mark.parametrize(
-    ("deny_at", "mounts"),
-    [("/s", ("/s",)), ("/home", ("/home/o/s",)), ("/t", ("/s", "/t/u"))],
+    ("deny_at", "mounts", "masks"),
+    [
+        ("/s", ("/s",), ("/s",)),
+        ("/home", ("/home/o/s", "/t"), ("/home/o/s",)),
+        ("/t", ("/s", "/t/u"), ("/t/u",)),
+    ],
     ids=["same", "above", "one-of-two"],
 )
-def test_a_deny_over_a_mount_denies_the_shell(deny_at: str, mounts: tuple[str, ...]) -> None:
+def test_a_mount_a_deny_grant_covers_is_hidden_whole(
+    deny_at: str, mounts: tuple[str, ...], masks: tuple[str, ...]
+) -> None:
     grants = GrantSet(grants=(g("d", "read_file", "deny", deny_at),))
     result = shell_view(mounts, grants, DataClass.PRIVATE, False, NOW)
-    assert result.denied_by is not None
-    assert result.denied_by.id == "d"
+    assert result.masks == masks
+
+
+def test_a_hidden_mount_raises_no_label() -> None:
+    grants = GrantSet(
+        grants=(g("d", "read_file", "deny", "/t"), g("k", "read_file", "auto", "/t/k", "secret"))
+    )
+    result = shell_view(("/s", "/t"), grants, DataClass.PRIVATE, False, NOW)
+    assert (result.masks, result.result_class) == (("/t",), DataClass.PRIVATE)
+
+
+def test_file_tool_deny_grants_are_a_shell_calls_candidates() -> None:
+    grants = GrantSet(
+        grants=(
+            g("d", "read_file", "deny", "/s/keys"),
+            g("w", "write_file", "deny", "/s/ro"),
+            g("a", "read_file", "auto", "/s"),
+            g("e", "shell", "deny", "/x"),
+        )
+    )
+    assert [grant.id for grant in deny_candidates(grants)] == ["d", "w"]
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from boxmaker.core.decisions import DenyReason
 from boxmaker.core.grants import Grant
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import FailedResponse, ResultResponse
-from boxmaker.core.policy import Denial
+from boxmaker.core.policy import Decision, Denial
 from boxmaker.sandbox.bwrap import BWRAP, BwrapRuntime
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 
@@ -194,11 +194,30 @@ def test_a_shell_result_carries_the_label_of_every_grant_over_its_mounts(
     assert (response.class_, response.untrusted) == (DataClass.SECRET, True)
 
 
-def test_a_deny_over_a_whole_shell_mount_denies_the_call(sandbox: Sandbox) -> None:
+def test_a_deny_over_a_shells_cwd_denies_the_call_at_every_taint(sandbox: Sandbox) -> None:
     box = sandbox.with_grants(deny("all", "read_file", sandbox.root))
     outcome = box.decide("shell", command="ls", cwd=str(sandbox.root / "scratch"))
     assert isinstance(outcome, Denial)
     assert (outcome.reason, outcome.grant) == (DenyReason.DENIED_BY_GRANT, "all")
+
+
+def test_a_deny_over_another_mount_of_the_shell_hides_it_whole(sandbox: Sandbox) -> None:
+    scratch, other = sandbox.root / "scratch", sandbox.root / "other"
+    other.mkdir()
+    (other / "id").write_text(SECRET)
+    both = grant(
+        "a-two.toml",  # wins over the tree's own shell grant: lowest id
+        f'tool = "shell"\n{AUTO}result_class = "private"\n'
+        f'constraints.paths = ["{scratch}", "{other}"]',
+    )
+    box = sandbox.with_grants(both, deny("other-deny", "write_file", other))
+    decided = box.decide("shell", command="ls", cwd=str(scratch))
+    assert isinstance(decided, Decision)
+    assert (decided.grant.id, decided.masks) == ("a-two", (str(other),))
+    response = box.call("shell", command=f"cat {other}/id; ls {other}; echo end", cwd=str(scratch))
+    assert isinstance(response, ResultResponse), response
+    assert SECRET not in response.content
+    assert "end\n" in response.content
 
 
 # ---------------------------------------------------------------------------
