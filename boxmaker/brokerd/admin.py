@@ -4,6 +4,10 @@ I/O: the connection, the ledger (Approval records), the grants directory. The
 thread that takes an entry out of the pending table answers it: it writes the
 Approval record, hands the verdict to the waiting connection thread, and only
 then answers bxctl. Expiry works the same way from its own thread.
+
+The approval list is sent in pages (`core.frame_fit.page_items`) so that it always
+fits in frames: every page but the last as a `final: false` approval_list, the
+last as the final one; bxctl joins their items.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from boxmaker.brokerd.listener import Connection
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.frame_fit import page_items
 from boxmaker.core.messages import (
     ApprovalList,
     Approvals,
@@ -48,11 +53,17 @@ class AdminHandler:
     ledger: Ledger
     grants: GrantsDir
     table: PendingTable
-    clock: Callable[[], str]
     status: Callable[[], StatusReport]
 
     def __call__(self, conn: Connection) -> None:
-        message = conn.read_request().message
+        envelope = conn.read_request()
+        message = envelope.message
+        if isinstance(message, Approvals):
+            *pages, last = page_items(self.table.items(), envelope.id)
+            for page in pages:
+                conn.send(ApprovalList(items=page), final=False)
+            conn.send(ApprovalList(items=last), final=True)
+            return
         conn.send(self.answer(message), final=True)
 
     def answer(self, message: Message) -> Message:
@@ -87,7 +98,7 @@ class AdminHandler:
         entry = self.table.take(approval)
         if entry is None:
             return None
-        return settle(entry, answer, self.ledger, self.grants, self.clock, reason=reason, by=BY)
+        return settle(entry, answer, self.ledger, self.grants, reason=reason, by=BY)
 
 
 def _no_such(approval: int) -> Error:
@@ -105,11 +116,11 @@ def expire_loop(
     """Deny every approval whose time is up, once a second, until `stopping` is set."""
     while not stopping.wait(every_s):
         for entry in table.take_expired(clock()):
-            expire(entry, ledger, grants, clock)
+            expire(entry, ledger, grants)
 
 
-def expire(entry: Pending, ledger: Ledger, grants: GrantsDir, clock: Callable[[], str]) -> None:
-    settle(entry, ApprovalAnswer.EXPIRED, ledger, grants, clock)
+def expire(entry: Pending, ledger: Ledger, grants: GrantsDir) -> None:
+    settle(entry, ApprovalAnswer.EXPIRED, ledger, grants)
     log.info("event=approval_expired approval=%d", entry.approval)
 
 
@@ -118,14 +129,11 @@ def settle(
     answer: ApprovalAnswer,
     ledger: Ledger,
     grants: GrantsDir,
-    clock: Callable[[], str],
     *,
     reason: str | None = None,
     by: str | None = None,
 ) -> Verdict:
     """Record the answer to an entry this thread took out of the table, and hand it over."""
-    verdict = ledger.answer(
-        entry.ask, entry.approval, answer, grants.load, clock(), reason=reason, by=by
-    )
+    verdict = ledger.answer(entry.ask, entry.approval, answer, grants.load, reason=reason, by=by)
     entry.send(verdict)
     return verdict

@@ -10,8 +10,14 @@ The order, for every request:
        if it has gone and this thread takes its own entry back, nothing is written
        (verify lists the decision as abandoned);
     3. allowed or approved: check the requester once more (gone: a failed Result
-       "the requester went away", and nothing runs), run, then raise the taint
-       and write the Result record (ledger step three), and only then answer.
+       "the requester went away", and nothing runs), run, cut a result too large
+       for one frame (`core.frame_fit.fit_result`: marked truncated, so the record
+       describes what is sent), then raise the taint and write the Result record
+       (ledger step three), and only then answer.
+
+Every Decision, Approval and Result record takes its time from the ledger's
+clock, under the ledger's lock; this module's clock only dates the approval
+it shows the owner.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ from boxmaker.brokerd.runner import Runtime, run
 from boxmaker.core.args import canonical_arguments
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.frame_fit import fit_result
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     DeniedResponse,
     FailedResponse,
     PendingApproval,
     PendingApprovalResponse,
+    ResultResponse,
     ToolRequest,
 )
 from boxmaker.core.policy import Ask, Decision, Denial
@@ -65,7 +73,7 @@ class BrokerHandler:
             raise ProtocolError(
                 ErrorCode.FORBIDDEN, f"{request.kind} is not accepted on broker.sock"
             )
-        decided = self.ledger.decide(request, self.grants.load(), self.clock())
+        decided = self.ledger.decide(request, self.grants.load())
         outcome = decided.outcome
         if isinstance(outcome, Denial) or decided.seq is None:
             conn.send(_denied(outcome), final=True)
@@ -79,13 +87,13 @@ class BrokerHandler:
                 conn.send(_denied(verdict), final=True)
                 return
             if conn.peer_gone():
-                self.ledger.record_result(
-                    verdict, seq, FailedResponse(message=WENT_AWAY), self.clock()
-                )
+                self.ledger.record_result(verdict, seq, FailedResponse(message=WENT_AWAY))
                 return
             outcome = verdict
         response = run(outcome, self.runtime)
-        conn.send(self.ledger.record_result(outcome, seq, response, self.clock()), final=True)
+        if isinstance(response, ResultResponse):
+            response = fit_result(response, envelope.id)
+        conn.send(self.ledger.record_result(outcome, seq, response), final=True)
 
     def _wait_for_owner(
         self, conn: Connection, ask: Ask, seq: int, taint: DataClass

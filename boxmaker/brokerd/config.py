@@ -9,7 +9,12 @@ socket path that is absent or empty means its default under `home`.
     [sockets]    broker, admin, group_access
     [approvals]  ttl_ms
     [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
-                 pids, output_bytes, ca_file, rootfs (Podman's)
+                 pids, output_bytes (at most MAX_OUTPUT_BYTES), ca_file, rootfs (Podman's)
+
+`output_bytes` is capped at 262,144 so that a tool's output stays well under the
+1 MiB frame in the usual case; output whose JSON escaping would still overflow
+the frame (control characters escape to six bytes each) is cut further by
+brokerd and marked truncated (`core.frame_fit`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from boxmaker.core.errors import ConfigError
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
+MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
 
 
@@ -58,7 +64,7 @@ class RunnerSection(Section):
     timeout_ms: int = Field(default=60_000, ge=1)
     memory_mb: int = Field(default=512, ge=16)
     pids: int = Field(default=64, ge=1)
-    output_bytes: int = Field(default=1_048_576, ge=1)
+    output_bytes: int = Field(default=MAX_OUTPUT_BYTES, ge=1, le=MAX_OUTPUT_BYTES)
     ca_file: str = "/etc/ssl/certs/ca-certificates.crt"
     rootfs: str = "/var/lib/boxmaker-sandbox/rootfs"
 

@@ -1,8 +1,8 @@
 """The ledger: the audit writer and every session's state behind one lock.
 
-I/O: through the writer (the audit log) and the session store (state files). A
-thread holds the lock for exactly one of three steps, each as a whole, and never
-while a tool runs or an approval is awaited:
+I/O: through the writer (the audit log), the session store (state files) and
+the clock it is given. A thread holds the lock for exactly one of three steps,
+each as a whole, and never while a tool runs or an approval is awaited:
 
     decide     read the session's state, decide, write the Decision record
     approval   read the state, re-decide (or not), write the Approval record
@@ -10,6 +10,14 @@ while a tool runs or an approval is awaited:
 
 Without it, two results for one session could each read private and the second
 write would put the taint back down, and two records could take the same seq.
+Each step reads the clock inside the lock, so records are written in the order
+of their times: a time read before the lock could lose the race for it to a
+later one, and `audit verify` would report the clock going backwards.
+
+A Decision record carries the arguments as received, unless they are over
+`argument_size.MAX_ARGUMENT_BYTES`: then it carries the fixed placeholder of
+`argument_size.recorded_arguments` (their length and sha256), and policy has
+denied the call `invalid_arguments`.
 
 After any failed audit write, or any exception part-way through a step, the
 ledger is poisoned: the writer's idea of the chain's head may be wrong, so every
@@ -28,6 +36,7 @@ from typing import Protocol
 
 from boxmaker.brokerd.audit_writer import Appended, Position
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
+from boxmaker.core.argument_size import recorded_arguments
 from boxmaker.core.audit_records import (
     ApprovalAnswer,
     ApprovalEvent,
@@ -80,9 +89,10 @@ class Decided:
 
 
 class Ledger:
-    def __init__(self, writer: AuditSink, states: SessionStore) -> None:
+    def __init__(self, writer: AuditSink, states: SessionStore, clock: Callable[[], str]) -> None:
         self._writer = writer
         self._states = states
+        self._clock = clock
         self._lock = threading.Lock()
         self._poisoned = False
 
@@ -111,10 +121,11 @@ class Ledger:
                 log.exception("event=audit_unavailable %s", AUDIT_POINTER)
                 raise
 
-    def decide(self, request: ToolRequest, grants: GrantSet, now: str) -> Decided:
+    def decide(self, request: ToolRequest, grants: GrantSet) -> Decided:
         """Step one: the outcome, on disk before anyone acts on it."""
         try:
             with self._step():
+                now = self._clock()
                 try:
                     state = self._states.read(request.session)
                 except StateUnreadableError as exc:
@@ -138,7 +149,7 @@ class Ledger:
                 session=request.session,
                 call=request.call,
                 tool=request.tool,
-                arguments=request.arguments,
+                arguments=recorded_arguments(request.arguments),
                 outcome=outcome.record(),
                 grant=grant,
                 grant_sha256=digest,
@@ -155,7 +166,6 @@ class Ledger:
         seq: int,
         answer: ApprovalAnswer,
         grants: Callable[[], GrantSet],
-        now: str,
         *,
         reason: str | None = None,
         by: str | None = None,
@@ -165,6 +175,7 @@ class Ledger:
         verdict: Decision | Denial
         try:
             with self._step():
+                now = self._clock()
                 try:
                     state = self._states.read(request.session)
                 except StateUnreadableError as exc:
@@ -195,7 +206,7 @@ class Ledger:
             return Denial(DenyReason.AUDIT_UNAVAILABLE)
 
     def record_result(
-        self, decision: Decision, seq: int, response: ResultResponse | FailedResponse, now: str
+        self, decision: Decision, seq: int, response: ResultResponse | FailedResponse
     ) -> ResultResponse | FailedResponse:
         """Step three: raise the taint on disk, record the result; only then may it be sent."""
         request = decision.request
@@ -203,6 +214,7 @@ class Ledger:
         body = content.encode()
         try:
             with self._step():
+                now = self._clock()
                 state = self._states.read(request.session)
                 after = state
                 if isinstance(response, ResultResponse):

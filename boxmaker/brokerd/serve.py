@@ -2,12 +2,14 @@
 
 I/O: everything brokerd touches, wired together here. The order at startup:
 
-    1. the audit lock and the audit startup check (which may recover a torn tail
+    1. the soft descriptor limit raised to the hard one (at most 65,536) and the
+       connection caps sized to it (`descriptors`);
+    2. the audit lock and the audit startup check (which may recover a torn tail
        or, with --accept-break, accept a chain failure);
-    2. the socket directories (made if missing, modes set either way), stale
+    3. the socket directories (made if missing, modes set either way), stale
        socket files removed, bind, socket modes;
-    3. one accept thread per socket (one thread per connection) and the expiry
-       thread.
+    4. one accept thread per socket (one thread per connection, up to each
+       socket's cap; see `listener`) and the expiry thread.
 
 SIGTERM or SIGINT stops accepting, lets the ledger step in progress finish, and
 removes the socket files. The lock is released when the process exits.
@@ -28,7 +30,13 @@ from boxmaker.brokerd.approvals import PendingTable
 from boxmaker.brokerd.audit_startup import Refused, start_audit
 from boxmaker.brokerd.broker import BrokerHandler
 from boxmaker.brokerd.config import BrokerdConfig
-from boxmaker.brokerd.grants_dir import GrantsDir
+from boxmaker.brokerd.descriptors import (
+    DEFAULT_CAPS,
+    ConnectionCaps,
+    connection_caps,
+    raise_descriptor_limit,
+)
+from boxmaker.brokerd.grants_dir import GrantsDir, own_places
 from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.listener import StartupError, bind_socket, serve_forever
 from boxmaker.brokerd.runner import Runtime
@@ -57,11 +65,14 @@ class Brokerd:
         writer: AuditSink,
         runtime: Runtime,
         clock: Callable[[], str] = now,
+        caps: ConnectionCaps = DEFAULT_CAPS,
     ) -> None:
         self.config = config
+        self.caps = caps
         self.writer = writer
-        self.ledger = Ledger(writer, SessionStore(config.home))
-        self.grants = GrantsDir(config.grants_dir)
+        self.ledger = Ledger(writer, SessionStore(config.home), clock)
+        sockets = (config.broker_socket, config.admin_socket)
+        self.grants = GrantsDir(config.grants_dir, own_places(config.home, sockets))
         self.table = PendingTable()
         self.stopping = threading.Event()
         self._clock = clock
@@ -83,9 +94,9 @@ class Brokerd:
             self._clock,
             self.config.approvals.ttl_ms,
         )
-        admin = AdminHandler(self.ledger, self.grants, self.table, self._clock, self.status)
-        serve_forever(broker_sock, "broker.sock", broker, self.stopping)
-        serve_forever(admin_sock, "admin.sock", admin, self.stopping)
+        admin = AdminHandler(self.ledger, self.grants, self.table, self.status)
+        serve_forever(broker_sock, "broker.sock", broker, self.stopping, cap=self.caps.broker)
+        serve_forever(admin_sock, "admin.sock", admin, self.stopping, cap=self.caps.admin)
         threading.Thread(
             target=expire_loop,
             args=(self.table, self.ledger, self.grants, self._clock, self.stopping),
@@ -119,6 +130,11 @@ class Brokerd:
 
 def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     """Run brokerd until SIGTERM; the exit status."""
+    limit = raise_descriptor_limit()
+    caps = connection_caps(limit)
+    log.info(
+        "event=descriptors limit=%d broker_cap=%d admin_cap=%d", limit, caps.broker, caps.admin
+    )
     runtime = make_runtime(config)
     audit_dir = config.home / "audit"
     try:
@@ -138,7 +154,7 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     # Event is not reliably woken, and brokerd must always stop on SIGTERM.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    daemon = Brokerd(config, started.writer, runtime)
+    daemon = Brokerd(config, started.writer, runtime, caps=caps)
     daemon.start()
     log.info(
         "event=serving broker=%s admin=%s grants=%s runner=%s",

@@ -2,7 +2,9 @@
 
 Everything shown comes from brokerd over admin.sock, and the arguments are
 printed as data (`boxmaker.core.escape`): nothing the model wrote can move the
-cursor, change colours or reorder what is displayed.
+cursor, change colours or reorder what is displayed. brokerd may send the list
+in pages (approval_list frames with `final: false`, then a final one): their
+items are joined in order.
 """
 
 from __future__ import annotations
@@ -74,14 +76,24 @@ def _now() -> str:
     return format_timestamp(datetime.now(UTC))
 
 
+def pending_items(path: Path) -> tuple[PendingApproval, ...]:
+    """Every call waiting on brokerd's admin socket `path`: the items of every page, in order."""
+    answers = request(path, Approvals(), f"bxctl-{os.getpid()}")
+    items: list[PendingApproval] = []
+    for answer in answers:
+        page = answer.message
+        if not isinstance(page, ApprovalList):
+            raise CliError(f"brokerd answered {page.kind} to approvals")
+        items.extend(page.items)
+    return tuple(items)
+
+
 def cmd_approvals(args: argparse.Namespace) -> int:
-    answer = _ask(args, Approvals())
-    if not isinstance(answer, ApprovalList):
-        raise CliError(f"brokerd answered {answer.kind} to approvals")
-    if not answer.items:
+    items = pending_items(args.admin_socket or default_admin_socket())
+    if not items:
         out("no approvals pending")
     now = _now()
-    for item in answer.items:
+    for item in items:
         for line in block(item, now):
             out(line)
     return EXIT_OK

@@ -25,7 +25,6 @@ pending at brokerd):
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -35,15 +34,13 @@ from typing import IO, Any, TextIO
 
 import orjson
 
-from boxmaker.bxctl.approvals_cmd import cmd_approve, cmd_refuse, write_block
+from boxmaker.bxctl.approvals_cmd import cmd_approve, cmd_refuse, pending_items, write_block
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser
-from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, request, stream
+from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, stream
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.escape import escape_arguments, escape_model_text
 from boxmaker.core.messages import (
-    ApprovalList,
     ApprovalPendingEvent,
-    Approvals,
     ContentEvent,
     Error,
     Event,
@@ -93,7 +90,8 @@ class Printer:
 
     def event(self, out: TextIO, event: Event) -> None:
         if self.json_mode:
-            out.write(orjson.dumps(event.model_dump(mode="json", by_alias=True)).decode() + "\n")
+            line = orjson.dumps(event.model_dump(mode="json", by_alias=True)).decode()
+            out.write(escape_arguments(line) + "\n")  # the same JSON, nothing hidden
             return
         match event:
             case ReasoningEvent(text=text):
@@ -152,11 +150,10 @@ def handle_pending(
 ) -> None:
     """Show a waiting call as brokerd describes it; in interactive mode, ask the owner."""
     try:
-        answer = request(admin_socket, Approvals(), f"bxctl-{os.getpid()}")[-1].message
+        items = pending_items(admin_socket)
     except CliError as exc:
         out.write(f"approval {approval}: cannot ask brokerd: {exc.message}\n")
         return
-    items = answer.items if isinstance(answer, ApprovalList) else ()
     item = next((i for i in items if i.approval == approval), None)
     if item is None:
         out.write(f"approval {approval} is no longer pending\n")
@@ -266,7 +263,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def _write_answer(done: TurnDone, json_mode: bool) -> None:
     if json_mode:
-        sys.stdout.write(orjson.dumps(done.model_dump(mode="json")).decode() + "\n")
+        sys.stdout.write(
+            escape_arguments(orjson.dumps(done.model_dump(mode="json")).decode()) + "\n"
+        )
     else:
         sys.stdout.write(escape_model_text(done.content) + "\n")
     sys.stdout.flush()

@@ -3,7 +3,9 @@
 The model sends its arguments as JSON text. Each tool takes exactly the fields in
 the table below; an unknown, missing, duplicated or mistyped field, or a path or
 URL that fails its form check, raises `ArgsError` with a one-line explanation
-(which brokerd forwards to the model as the `invalid_arguments` detail).
+(which brokerd forwards to the model as the `invalid_arguments` detail). So do
+arguments over `argument_size.MAX_ARGUMENT_BYTES` (65,536 bytes of UTF-8), checked
+before anything is parsed.
 
     tool        fields
     read_file   path
@@ -25,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from boxmaker.core.argument_size import size_problem
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.hosts import Url, parse_url
 from boxmaker.core.paths import path_problem
@@ -126,6 +129,9 @@ def _path(obj: dict[str, Any], name: str) -> str:
 
 def parse_arguments(tool: ToolName, raw: str) -> ToolArgs:
     """The typed arguments of a call to `tool`; `ArgsError` says what is wrong."""
+    too_large = size_problem(raw)
+    if too_large is not None:
+        raise ArgsError(too_large)
     obj = _load_object(raw)
     required, optional = _FIELDS[tool]
     known = required + optional

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,6 +43,7 @@ from boxmaker.brokerd.config import (
     PathsSection,
     SocketsSection,
 )
+from boxmaker.brokerd.descriptors import DEFAULT_CAPS, ConnectionCaps
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.serve import Brokerd
 from boxmaker.core.audit_records import AuditRecord, decode_record
@@ -204,8 +205,8 @@ class FailingFiles(AuditFiles):
 class HookedGrantsDir(GrantsDir):
     """The real grants directory; `before_next_load` runs once, inside the next load."""
 
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
+    def __init__(self, directory: Path, places: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(directory, places)
         self._hook_lock = threading.Lock()
         self._hook: Callable[[], None] | None = None
 
@@ -388,6 +389,7 @@ def start_brokerd(
     ttl_ms: int = 900_000,
     runtime: RecordingRuntime | None = None,
     clock: Callable[[], str] | None = None,
+    caps: ConnectionCaps = DEFAULT_CAPS,
 ) -> InProcessBrokerd:
     """Start brokerd's sockets and threads in this process, with a home under `base`."""
     home = make_home(base)
@@ -405,8 +407,8 @@ def start_brokerd(
     if not isinstance(started, Started):
         raise RuntimeError(f"audit startup refused: {started.lines}")
     the_runtime = runtime if runtime is not None else RecordingRuntime()
-    daemon = Brokerd(config, started.writer, the_runtime, the_clock)
-    hooked = HookedGrantsDir(config.grants_dir)
+    daemon = Brokerd(config, started.writer, the_runtime, the_clock, caps)
+    hooked = HookedGrantsDir(config.grants_dir, daemon.grants.reserved)
     daemon.grants = hooked
     daemon.start()
     return InProcessBrokerd(
@@ -422,9 +424,10 @@ def running_brokerd(
     ttl_ms: int = 900_000,
     runtime: RecordingRuntime | None = None,
     clock: Callable[[], str] | None = None,
+    caps: ConnectionCaps = DEFAULT_CAPS,
 ) -> Iterator[InProcessBrokerd]:
     brokerd = start_brokerd(
-        base, grants_dir=grants_dir, ttl_ms=ttl_ms, runtime=runtime, clock=clock
+        base, grants_dir=grants_dir, ttl_ms=ttl_ms, runtime=runtime, clock=clock, caps=caps
     )
     try:
         yield brokerd

@@ -138,7 +138,7 @@ def test_cwd_null_equals_cwd_absent() -> None:
         pytest.param(R, '["/a"]', "must be a JSON object", id="array"),
         pytest.param(R, '"/a"', "must be a JSON object", id="string"),
         pytest.param(R, "1", "must be a JSON object", id="number"),
-        pytest.param(R, "[" * 100_000, "not valid JSON", id="deep-nesting"),
+        pytest.param(R, "[" * 60_000, "not valid JSON", id="deep-nesting"),
         # lone surrogates
         pytest.param(R, '{"path":"/a\\ud800"}', "lone surrogate", id="surrogate-path"),
         pytest.param(

@@ -1,0 +1,261 @@
+"""brokerd's accept loop under load: caps per socket, refusals over them, accept
+failures backed off, and idle or vanished clients logged as one info line.
+
+The accept loop runs on real Unix sockets, with handlers written here; the last
+test runs the whole of brokerd in this process with small caps.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from boxmaker.brokerd.descriptors import ConnectionCaps
+from boxmaker.brokerd.listener import Connection, bind_socket, serve_forever
+from boxmaker.core.connection import ClientConnection
+from boxmaker.core.decisions import DenyReason
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.messages import (
+    ApprovalList,
+    Approvals,
+    DeniedResponse,
+    Error,
+    Ok,
+    ToolRequest,
+)
+from boxmaker.testing.brokerd_harness import exchange, make_home, running_brokerd, wait_until
+
+LISTENER = "boxmaker.brokerd.listener"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return make_home(tmp_path) / "run" / "t" / "test.sock"
+
+
+@pytest.fixture
+def stopping() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def listening(path: Path) -> Iterator[socket.socket]:
+    sock = bind_socket(path)
+    yield sock
+    sock.close()
+
+
+def connect(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(str(path))
+    return sock
+
+
+def listener_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == LISTENER]
+
+
+class Holding:
+    """A handler that reads the request, then holds the connection until released."""
+
+    def __init__(self) -> None:
+        self.entered = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, conn: Connection) -> None:
+        conn.read_request()
+        with self._lock:
+            self.entered += 1
+        self.release.wait(10)
+        conn.send(Ok(), final=True)
+
+
+class Gated:
+    """A listening socket whose accept waits while the gate is shut (as a busy loop would)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.open = threading.Event()
+        self.open.set()
+
+    def settimeout(self, value: float | None, /) -> None:
+        self.sock.settimeout(value)
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if not self.open.wait(0.2):
+            raise TimeoutError
+        return self.sock.accept()
+
+
+def test_a_connection_over_the_cap_is_answered_unavailable_with_its_id(
+    path: Path, listening: socket.socket, stopping: threading.Event
+) -> None:
+    gated = Gated(listening)
+    handler = Holding()
+    serve_forever(gated, "broker.sock", handler, stopping, cap=2)
+    held = []
+    for n in range(2):
+        sock = connect(path)
+        sock.sendall(_request(f"h{n}"))
+        held.append(sock)
+    wait_until(lambda: handler.entered == 2, what="both held connections in the handler")
+
+    # one that waited in the backlog with its request sent: answered, with its id
+    gated.open.clear()
+    waiting = ClientConnection("over-1")
+    with connect(path) as over:
+        over.sendall(waiting.request(Approvals()))
+        gated.open.set()
+        answers = []
+        while not waiting.done:
+            answers += waiting.receive(over.recv(65536))
+    (answer,) = answers
+    assert answer.id == "over-1"
+    assert answer.final
+    assert isinstance(answer.message, Error)
+    assert answer.message.code is ErrorCode.UNAVAILABLE
+    assert "limit of 2 connections on broker.sock" in answer.message.message
+    assert "see runbook.md#broker-busy" in answer.message.message
+    assert "\n" not in answer.message.message
+
+    # one that has sent nothing yet: closed at once, which its client reads as unavailable
+    with connect(path) as idle:
+        assert idle.recv(100) == b""
+
+    handler.release.set()
+    for sock in held:
+        sock.close()
+
+    def served_again() -> bool:
+        try:
+            return isinstance(exchange(path, Approvals(), "again")[-1].message, Ok)
+        except (OSError, ProtocolError):  # refused while a place is still being given back
+            return False
+
+    wait_until(served_again, what="the socket serving again once its places are free")
+
+
+def _request(request_id: str) -> bytes:
+    return ClientConnection(request_id).request(Approvals())
+
+
+def test_a_client_that_sends_nothing_is_one_info_line(
+    path: Path,
+    listening: socket.socket,
+    stopping: threading.Event,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LISTENER)
+    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2, timeout_s=0.2)
+    with connect(path) as idle:
+
+        def logged() -> bool:
+            return any("event=idle_timeout" in r.getMessage() for r in listener_records(caplog))
+
+        wait_until(logged, what="the idle timeout logged")
+        assert idle.recv(100) == b""  # closed, with nothing said
+    (record,) = listener_records(caplog)
+    assert record.levelno == logging.INFO
+    assert record.exc_info is None
+    assert record.getMessage().startswith("event=idle_timeout socket=broker.sock")
+
+
+@pytest.mark.parametrize("sent", [b"", b"\x00\x00\x01\x00{"], ids=["nothing", "half-a-frame"])
+def test_a_client_that_leaves_early_is_one_info_line(
+    path: Path,
+    listening: socket.socket,
+    stopping: threading.Event,
+    caplog: pytest.LogCaptureFixture,
+    sent: bytes,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LISTENER)
+    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2)
+    with connect(path) as leaving:
+        leaving.sendall(sent)
+
+    def logged() -> bool:
+        return any("event=peer_closed" in r.getMessage() for r in listener_records(caplog))
+
+    wait_until(logged, what="the early close logged")
+    (record,) = listener_records(caplog)
+    assert record.levelno == logging.INFO
+    assert record.exc_info is None
+
+
+class FailingListening:
+    """A listening socket whose accept fails with EMFILE `failures` times, then times out."""
+
+    def __init__(self, failures: int, stopping: threading.Event) -> None:
+        self.left = failures
+        self.attempts: list[float] = []
+        self.done = threading.Event()
+        self._stopping = stopping
+
+    def settimeout(self, value: float | None, /) -> None:
+        pass
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if self.left > 0:
+            self.left -= 1
+            self.attempts.append(time.monotonic())
+            raise OSError(errno.EMFILE, "Too many open files")
+        self.done.set()
+        self._stopping.wait(0.2)  # as a real socket's accept timeout would
+        raise TimeoutError
+
+
+def test_accept_failures_back_off_and_are_logged_once_without_a_traceback(
+    stopping: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LISTENER)
+    listening = FailingListening(6, stopping)
+    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2)
+    assert listening.done.wait(10)
+    gaps = [b - a for a, b in zip(listening.attempts, listening.attempts[1:], strict=False)]
+    # 10, 20, 40, 80, 160 ms at least: each wait at least the one before
+    assert all(gap >= 0.01 * 2**n * 0.9 for n, gap in enumerate(gaps)), gaps
+    (record,) = listener_records(caplog)
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    assert "event=accept_failed socket=broker.sock error=EMFILE" in record.getMessage()
+
+
+def test_a_full_broker_sock_never_keeps_the_owner_out_of_admin_sock(tmp_path: Path) -> None:
+    with running_brokerd(tmp_path, caps=ConnectionCaps(broker=2, admin=2)) as b:
+        idle = [connect(b.broker_socket) for _ in range(6)]
+        request = ToolRequest(session="s", call="c1", tool="read_file", arguments='{"path":"/x"}')
+        try:
+
+            def refused() -> bool:
+                try:
+                    answer = exchange(b.broker_socket, request, "c1")[-1].message
+                except ProtocolError as exc:  # closed before the request came in
+                    return exc.code is ErrorCode.UNAVAILABLE
+                return isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE
+
+            wait_until(refused, what="broker.sock full of idle connections")
+            for n in range(12):
+                answer = b.admin(Approvals(), f"a{n}")[-1].message
+                assert answer == ApprovalList(items=())
+        finally:
+            for sock in idle:
+                sock.close()
+
+        def served() -> bool:
+            answer = exchange(b.broker_socket, request, "c1")[-1].message
+            return isinstance(answer, DeniedResponse)
+
+        wait_until(served, what="broker.sock serving again")
+        answer = exchange(b.broker_socket, request, "c1")[-1].message
+        assert answer == DeniedResponse(reason=DenyReason.NO_GRANT)
