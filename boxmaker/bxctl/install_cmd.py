@@ -19,6 +19,12 @@ for that as root too).
 Configuration and grant files are written only when missing (the grants seeded
 from grants.example/ when the directory is empty); supervisord's files are
 boxmaker's own and kept in step. `--dry-run` prints the steps and changes nothing.
+
+Last, it probes the model: `loopd probe` (as loopd's user in a root install)
+loads it in a child process and generates a few tokens, so a llama-cpp-python
+build that crashes on this CPU, or a broken model file, stops the install with
+loopd's one line (see runbook.md#loopd-model-crashed) instead of a tree whose
+loopd restarts in a loop. `--no-probe` skips it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +59,9 @@ def add_parser(commands: Any) -> None:
         "--dev", action="store_true", help="dev mode even as root: every role as you, in --prefix"
     )
     install.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
+    install.add_argument(
+        "--no-probe", action="store_true", help="do not load the model to check that it runs"
+    )
     install.set_defaults(handler=cmd_install)
 
 
@@ -253,6 +263,27 @@ def plan(layout: Layout) -> list[Step]:
     return steps
 
 
+PROBE_TIMEOUT_S = 900.0  # the first probe assembles the embedded model
+
+
+def probe_model(layout: Layout) -> str:
+    """`loopd probe` with the installed configuration: its answer, or CliError with its line."""
+    argv = [str(layout.bin / "loopd"), "probe", "--config", str(layout.etc / "loopd.toml")]
+    if layout.root:
+        argv = ["runuser", "-u", ROLE_USERS["loopd"], "--", *argv]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CliError(f"cannot probe the model with {argv[0]}: {exc}") from exc
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        last = lines[-1].removeprefix("loopd ERROR ") if lines else f"exit status {done.returncode}"
+        raise CliError(f"the model does not run here: {last}")
+    return done.stdout.strip()
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     layout = layout_for(args)
     steps = plan(layout)
@@ -271,6 +302,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         if not isinstance(step, Command):
             changed += 1
             out(f"did:      {step.describe()}")
+    if not args.dry_run and not args.no_probe:
+        out(probe_model(layout))
     mode = "root install" if layout.root else "dev mode"
     if args.dry_run:
         out(f"install ({mode}): dry run, nothing changed")

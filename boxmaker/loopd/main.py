@@ -1,10 +1,14 @@
-"""loopd's console script: `loopd serve --config PATH`.
+"""loopd's console script: `loopd serve --config PATH` and `loopd probe --config PATH`.
 
-Loads the model in this process (the embedded default unless `[model] path`
-names another GGUF file), checks its chat format with a self-test, connects
-the tool port to brokerd, and serves loop.sock in the foreground until SIGTERM.
-Exit statuses: 0 after a clean stop, 1 when it cannot start (the log says why,
-with its runbook pointer), 2 for a configuration error.
+`serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
+it and generate a few tokens, so a build or model that crashes is reported in
+one line instead of crashing loopd in a restart loop), then loads it in this
+process (the embedded default unless `[model] path` names another GGUF file),
+checks its chat format with a self-test, connects the tool port to brokerd,
+and serves loop.sock in the foreground until SIGTERM. `probe` runs the probe
+alone and prints what it found. Exit statuses: 0 after a clean stop (or a
+probe that worked), 1 when it cannot start (the log says why, with its runbook
+pointer), 2 for a configuration error.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from boxmaker.core.timestamps import format_timestamp
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
+from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.serve import LoopServer, bind
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
@@ -69,10 +74,26 @@ def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
     return problems
 
 
-def load_model(config: LoopdConfig) -> LlamaModel:
+def model_path(config: LoopdConfig) -> Path:
     path = Path(config.model.path) if config.model.path else embedded_model_path(config.home)
     if not path.is_file():
         raise StartupError(f"the model file {path} does not exist; check [model] path")
+    return path
+
+
+def probe(config: LoopdConfig, command: Sequence[str] | None = None) -> ProbeResult:
+    """The model probe in a child process; StartupError if the model crashed or said nothing."""
+    argv = (
+        command if command is not None else probe_command(model_path(config), config.model.threads)
+    )
+    result = run_probe(argv)
+    if result.problem is not None:
+        raise StartupError(result.problem)
+    return result
+
+
+def load_model(config: LoopdConfig) -> LlamaModel:
+    path = model_path(config)
     settings = config.model
     return LlamaModel(
         path,
@@ -88,7 +109,10 @@ def load_model(config: LoopdConfig) -> LlamaModel:
     )
 
 
-def serve(config: LoopdConfig) -> int:
+def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
+    probed = probe(config, probe_argv)
+    log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
     model = load_model(config)
     chat_format = choose_format(config, model)
     problems = self_test(model, chat_format)
@@ -143,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("serve", help="serve loop.sock in the foreground")
     run.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    check = commands.add_parser(
+        "probe", help="load the model in a child process and generate a few tokens"
+    )
+    check.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="loopd %(levelname)s %(message)s"
@@ -153,6 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     try:
+        if args.command == "probe":
+            probed = probe(config)
+            print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+            return 0
         return serve(config)
     except (StartupError, OSError) as exc:
         log.error("%s", exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -9,17 +10,59 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.testing.llama_stand_in import ANSWERING, CRASHING
+from boxmaker.testing.llama_stand_in import install as install_stand_in
+
 BXCTL = str(Path(sys.executable).parent / "bxctl")
 
 
-def _install(prefix: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _install(
+    prefix: Path, *extra: str, llama: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """bxctl install --dev; without `llama` (a stand-in llama_cpp), the model is not probed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOXMAKER_")}
+    if llama is None:
+        extra = ("--no-probe", *extra)
+    else:
+        env["PYTHONPATH"] = str(llama)
     return subprocess.run(
         [BXCTL, "install", "--dev", "--prefix", str(prefix), *extra],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
+        env=env,
         check=False,
     )
+
+
+def _own_model(prefix: Path) -> None:
+    """Point the installed loopd.toml at a model file of its own (the stand-in ignores it)."""
+    model = prefix / "model.gguf"
+    model.write_bytes(b"GGUF not really")
+    config = prefix / "etc" / "loopd.toml"
+    config.write_text(config.read_text().replace('path = ""', f'path = "{model}"'))
+
+
+def test_install_stops_with_loopds_line_when_the_model_crashes(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    assert _install(prefix).returncode == 0  # lays out the tree, no probe
+    _own_model(prefix)
+    done = _install(prefix, llama=install_stand_in(tmp_path / "crashing", CRASHING))
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(
+        "bxctl: the model does not run here: the model crashed with SIGILL"
+    )
+    assert done.stderr.rstrip().endswith("see runbook.md#loopd-model-crashed")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_install_reports_a_model_that_answers(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    assert _install(prefix).returncode == 0
+    _own_model(prefix)
+    done = _install(prefix, llama=install_stand_in(tmp_path / "answering", ANSWERING))
+    assert done.returncode == 0, done.stderr
+    assert "loopd: the model answered: 4 tokens in " in done.stdout
 
 
 def _mode(path: Path) -> int:

@@ -1,0 +1,60 @@
+"""Stand-in `llama_cpp` packages, for tests of what happens when the model misbehaves.
+
+Put first on a child process's PYTHONPATH (`install`), one of these replaces
+llama-cpp-python in that process only: `CRASHING` kills its process with
+SIGILL inside `Llama(...)`, as a build compiled for another CPU dies; `SILENT`
+loads and produces no token; `ANSWERING` produces four. I/O: `install` writes
+the package under a directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CRASHING = """
+import os, signal
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+class Llama:
+    def __init__(self, **kwargs):
+        os.kill(os.getpid(), signal.SIGILL)
+"""
+
+_LOADS = """
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+class Llama:
+    def __init__(self, **kwargs):
+        self.metadata = {}
+        self._input_ids = []
+    def tokenize(self, text, add_bos=False, special=False):
+        return [5, 6, 7]
+    def n_ctx(self):
+        return 256
+    def token_eos(self):
+        return 1
+    def detokenize(self, ids, prev_tokens=None):
+        return b"x" * len(ids)
+"""
+
+SILENT = (
+    _LOADS
+    + """
+    def generate(self, prompt, **kwargs):
+        yield 1  # the end of the text, at once
+"""
+)
+
+ANSWERING = (
+    _LOADS
+    + """
+    def generate(self, prompt, **kwargs):
+        yield from (8, 9, 10, 11, 12, 13)
+"""
+)
+
+
+def install(directory: Path, source: str) -> Path:
+    """Write `source` as the package `llama_cpp` under `directory`; return `directory`."""
+    package = directory / "llama_cpp"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(source)
+    return directory
