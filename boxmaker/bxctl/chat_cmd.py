@@ -20,11 +20,30 @@ pending at brokerd):
     6 read one line (end of input is an empty answer)
     7 exactly N approves; anything else refuses
     8 the command prints its own line; any other failure is reported
+
+The reply shows once. Content events are the reply as it streams (one event, or
+many as the tokens arrive): their texts are written to standard error one after
+another, as one run that the next other event, or the end of the turn, ends with a
+newline. The answer (`turn_done`'s content, which is exact) goes to standard output.
+Piped, that is all: both streams carry the reply, so a script reading standard
+output gets the answer whatever the events were. When standard output and standard
+error are the same terminal (both ttys on one device: equal `st_dev`, `st_rdev`
+and `st_ino`), the owner would read the reply twice, so the answer is not repeated:
+    - the run of content events that ends the turn is compared with the answer,
+      ignoring whitespace before both and, when the run holds all of it, after both;
+    - when the run showed the answer or its beginning, standard output gets only
+      what the run has not shown, then the newline (none when the run showed all
+      and already ended with one): the answer completes the line;
+    - otherwise (no content event, or a run that differs from the answer, such as a
+      turn stopped at its token limit), the run ends with its newline and the whole
+      answer is printed, as when piped: the answer is never lost to save a repeat.
+`--json` prints events and the answer in different forms; it is never shortened.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -82,17 +101,24 @@ def _now() -> str:
 
 
 class Printer:
-    """Writes events for a person: everything the model chose is escaped as data."""
+    """Writes events for a person: everything the model chose is escaped as data.
+
+    Content events are written as one run (see the module docstring); `shown` is
+    the run's text as the model wrote it, for the answer to be compared with.
+    """
 
     def __init__(self, json_mode: bool) -> None:
         self.json_mode = json_mode
         self._dimmed = False
+        self._content: list[str] | None = None  # the open run of content events
 
     def event(self, out: TextIO, event: Event) -> None:
         if self.json_mode:
             line = orjson.dumps(event.model_dump(mode="json", by_alias=True)).decode()
             out.write(escape_arguments(line) + "\n")  # the same JSON, nothing hidden
             return
+        if not isinstance(event, ContentEvent):
+            self.end_content(out)
         match event:
             case ReasoningEvent(text=text):
                 if not self._dimmed:
@@ -101,7 +127,10 @@ class Printer:
                 out.write(escape_model_text(text))
             case ContentEvent(text=text):
                 self.end_reasoning(out)
-                out.write(escape_model_text(text) + "\n")
+                if self._content is None:
+                    self._content = []
+                self._content.append(text)
+                out.write(escape_model_text(text))
             case ToolCallStartedEvent(name=name, arguments=arguments):
                 self.end_reasoning(out)
                 out.write(f"[tool {escape_model_text(name)} {escape_arguments(arguments)}]\n")
@@ -119,10 +148,56 @@ class Printer:
             case ApprovalPendingEvent():
                 self.end_reasoning(out)
 
+    @property
+    def shown(self) -> str | None:
+        """The open content run's text, unescaped; None when no run is open."""
+        return None if self._content is None else "".join(self._content)
+
     def end_reasoning(self, out: TextIO) -> None:
         if self._dimmed:
             out.write(RESET + "\n")
             self._dimmed = False
+
+    def end_content(self, out: TextIO) -> None:
+        """End the open content run with its newline."""
+        if self._content is not None:
+            out.write("\n")
+            self._content = None
+
+    def hand_over_content(self) -> None:
+        """Close the open content run without its newline: the answer ends the line."""
+        self._content = None
+
+    def end_blocks(self, out: TextIO) -> None:
+        self.end_content(out)
+        self.end_reasoning(out)
+
+
+def same_terminal(first: IO[str], second: IO[str]) -> bool:
+    """Whether both streams write to one terminal: two ttys that are one device."""
+    try:
+        if not (first.isatty() and second.isatty()):
+            return False
+        a, b = os.fstat(first.fileno()), os.fstat(second.fileno())
+    except (OSError, ValueError):  # not a file (a test's capture), or closed
+        return False
+    return (a.st_dev, a.st_rdev, a.st_ino) == (b.st_dev, b.st_rdev, b.st_ino)
+
+
+def unshown_rest(shown: str | None, answer: str) -> str | None:
+    """What of `answer` the content run `shown` has not shown; None when it showed else.
+
+    Whitespace before both is ignored (the run may open with what the answer
+    drops), and so is whitespace after both when the run holds all of the answer.
+    """
+    if shown is None or not shown.strip():
+        return None
+    head, body = shown.lstrip(), answer.lstrip()
+    if body.startswith(head):
+        return body[len(head) :]
+    if head.rstrip() == body.rstrip():
+        return ""
+    return None
 
 
 def _pointer(reason: DenyReason) -> str | None:
@@ -187,23 +262,31 @@ def stream_turn(
 ) -> TurnDone:
     """Send one turn, print its events as they come, and answer its approvals."""
     done: TurnDone | None = None
-    for envelope in stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None):
-        message = envelope.message
-        if isinstance(message, TurnEvent):
-            printer.event(out, message.event)
-            pending = message.event
-            if isinstance(pending, ApprovalPendingEvent) and on_pending is not OnPending.EVENT_ONLY:
-                handle_pending(
-                    admin_socket, pending.approval, on_pending is OnPending.ASK, _now(), input, out
-                )
-            out.flush()
-        elif isinstance(message, TurnDone):
-            done = message
-        elif isinstance(message, Error):
-            raise CliError(f"loopd refused the turn: {message.code}: {message.message}")
-    printer.end_reasoning(out)
-    if done is None:
-        raise CliError("loopd ended the turn without an answer; see runbook.md#loopd-unavailable")
+    try:
+        for envelope in stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None):
+            message = envelope.message
+            if isinstance(message, TurnEvent):
+                printer.event(out, message.event)
+                pending = message.event
+                if (
+                    isinstance(pending, ApprovalPendingEvent)
+                    and on_pending is not OnPending.EVENT_ONLY
+                ):
+                    ask = on_pending is OnPending.ASK
+                    handle_pending(admin_socket, pending.approval, ask, _now(), input, out)
+                out.flush()
+            elif isinstance(message, TurnDone):
+                done = message
+            elif isinstance(message, Error):
+                raise CliError(f"loopd refused the turn: {message.code}: {message.message}")
+        if done is None:
+            raise CliError(
+                "loopd ended the turn without an answer; see runbook.md#loopd-unavailable"
+            )
+    except CliError:
+        printer.end_blocks(out)  # the error's line starts a line of its own
+        raise
+    printer.end_reasoning(out)  # a content run stays open for the answer
     return done
 
 
@@ -220,6 +303,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     printer = Printer(args.json)
     reader = sys.stdin  # one buffered reader for the chat lines and the answers
     out = sys.stderr
+    once = not args.json and same_terminal(sys.stdout, out)  # the reply shows once
     resume = bool(args.resume)
     if args.say is not None:
         done = stream_turn(
@@ -231,7 +315,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             reader,
             out,
         )
-        _write_answer(done, args.json)
+        write_answer(done, printer, once, out, sys.stdout)
         return EXIT_OK
     out.write(f"session {session}; end with Ctrl-D\n")
     while True:
@@ -258,14 +342,27 @@ def cmd_chat(args: argparse.Namespace) -> int:
             out.write(f"bxctl: {exc.message}\n")
             return EXIT_PROBLEM
         resume = True
-        _write_answer(done, args.json)
+        write_answer(done, printer, once, out, sys.stdout)
 
 
-def _write_answer(done: TurnDone, json_mode: bool) -> None:
-    if json_mode:
-        sys.stdout.write(
-            escape_arguments(orjson.dumps(done.model_dump(mode="json")).decode()) + "\n"
-        )
+def write_answer(
+    done: TurnDone, printer: Printer, once: bool, out: TextIO, answer_out: TextIO
+) -> None:
+    """The answer on `answer_out`; with `once`, only what the streamed run has not shown."""
+    if printer.json_mode:
+        line = orjson.dumps(done.model_dump(mode="json")).decode()
+        answer_out.write(escape_arguments(line) + "\n")
+        answer_out.flush()
+        return
+    shown = printer.shown
+    rest = unshown_rest(shown, done.content) if once else None
+    if rest is None:
+        printer.end_content(out)
+        rest = done.content
+        end = "\n"
     else:
-        sys.stdout.write(escape_model_text(done.content) + "\n")
-    sys.stdout.flush()
+        printer.hand_over_content()
+        end = "" if not rest and (shown or "").endswith("\n") else "\n"  # a line ends once
+    out.flush()  # what the events wrote comes first
+    answer_out.write(escape_model_text(rest) + end)
+    answer_out.flush()

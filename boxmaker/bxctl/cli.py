@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+# The one table of exit statuses; `main` is the one place that returns them.
 EXIT_OK = 0
 EXIT_PROBLEM = 1  # the command ran and found a problem (bad grants, broken chain)
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
+# A write failed because its reader went away (`bxctl ... | head -c1`): nothing is
+# printed, and the status is 128 + SIGPIPE, what a shell reports for a command a
+# closed pipe ended, so `set -o pipefail` scripts that allow 141 allow this too.
+# It is not 1: that would read as "found a problem" (a broken audit chain).
+EXIT_CLOSED_PIPE = 141
 
 
 class CliError(Exception):
@@ -29,6 +39,11 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """As argparse's, without hiding a failed write: `main` ends a closed pipe."""
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def out(line: str = "") -> None:

@@ -3,17 +3,27 @@
 Each command module has `add_parser(subparsers)`, which registers its commands
 with a `handler(args) -> int`. This is the one place that maps errors to exit
 statuses: `CliError` prints its line, anything else is a bug and says so.
+
+A closed pipe (the reader of standard output or error went away) ends any command
+quietly with `EXIT_CLOSED_PIPE`. Both streams are flushed here, inside the handling,
+so that a closed pipe shows up where it is handled rather than at the interpreter's
+final flush; then, as Python's documentation recommends for SIGPIPE, a stream that
+still cannot be flushed has its descriptor pointed at /dev/null (`os.dup2`), so that
+final flush cannot fail again (it would print "Exception ignored" and exit 120).
+argparse's own printing (`--help`, `--version`) would hide a failed write; `Parser`
+lets it through to here, so every command line ends a closed pipe the same way.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from boxmaker import __version__
-from boxmaker.bxctl.cli import CliError, Parser, err
+from boxmaker.bxctl.cli import EXIT_CLOSED_PIPE, EXIT_INTERRUPTED, CliError, Parser, err
 
 # Each command module, by the commands it registers. Only the module a command
 # line names is imported (some import pydantic and the wire models, which a
@@ -51,6 +61,18 @@ def build_parser(argv: Sequence[str] = ()) -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        try:
+            return _run(argv)
+        finally:  # also after --help's SystemExit
+            sys.stdout.flush()
+            sys.stderr.flush()
+    except BrokenPipeError:
+        _quiet_closed_pipe()
+        return EXIT_CLOSED_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
         handler: Callable[..., int] = args.handler
@@ -60,7 +82,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.status
     except KeyboardInterrupt:
         err("bxctl: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _quiet_closed_pipe() -> None:
+    """Point each stream that still cannot be flushed at /dev/null; print nothing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            try:
+                fd = stream.fileno()
+            except (OSError, ValueError):  # not a real file: nothing flushes it at exit
+                continue
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import select
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +54,7 @@ from boxmaker.testing.loopd_harness import (
     running_loopd,
 )
 from boxmaker.testing.scripted_model import ScriptedModel
+from boxmaker.testing.terminal import Terminal
 
 RESET = "\x1b[0m"
 
@@ -450,56 +448,6 @@ def test_interactive_mode_reads_the_answer_from_the_same_input_as_the_chat(
     assert proc.out == "The build is clean.\n"
 
 
-class Terminal:
-    """A process on a pseudo-terminal: what it writes is read with deadlines."""
-
-    def __init__(self, args: Sequence[str]) -> None:
-        self.master, slave = os.openpty()
-        try:
-            self.process = subprocess.Popen(
-                list(args),
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                env=clean_environment({"TERM": "dumb"}),
-                start_new_session=True,
-            )
-        finally:
-            os.close(slave)
-        self.seen = ""
-
-    def expect(self, text: str, timeout_s: float = 30.0) -> None:
-        """Read until `text` has been written (after what was expected before)."""
-        deadline = time.monotonic() + timeout_s
-        while text not in self.seen:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"never saw {text!r}; the terminal shows:\n{self.seen}")
-            ready, _, _ = select.select([self.master], [], [], left)
-            if ready:
-                try:
-                    data = os.read(self.master, 4096)
-                except OSError:  # EIO: the process has closed the terminal
-                    data = b""
-                if not data:
-                    raise EOFError(f"the terminal closed before {text!r}:\n{self.seen}")
-                self.seen += data.decode("utf-8", "replace")
-        self.seen = self.seen[self.seen.index(text) + len(text) :]
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def close(self) -> int:
-        if self.process.poll() is None:
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        os.close(self.master)
-        return self.process.returncode
-
-
 def test_interactive_chat_on_a_terminal_asks_and_the_typed_id_approves(
     world: World,
 ) -> None:
@@ -514,10 +462,10 @@ def test_interactive_chat_on_a_terminal_asks_and_the_typed_id_approves(
         assert world.pending() == [approval]
         terminal.type(f"{approval}\n")
         terminal.expect(f"approved {approval}: runs")
-        terminal.expect("The build is clean.")
-        terminal.expect("> ")
+        terminal.expect("The build is clean.\r\n> ")
         terminal.type("\x04")  # Ctrl-D at the start of a line: end of input
     finally:
         status = terminal.close()
     assert status == 0
+    assert terminal.everything.count("The build is clean.") == 1  # the reply shows once
     assert world.brokerd.runtime.count == 1
