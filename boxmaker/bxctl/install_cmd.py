@@ -20,6 +20,13 @@ Configuration and grant files are written only when missing (the grants seeded
 from grants.example/ when the directory is empty); supervisord's files are
 boxmaker's own and kept in step. `--dry-run` prints the steps and changes nothing.
 
+Dev mode also makes a small workspace (`--workspace`, default
+`~/boxmaker-workspace`): `notes/` with a welcome note, `notes/keys/` with a file
+the example deny grant keeps from the model, and `scratch/`; and the example
+grants it seeds point there instead of at `/home/owner`, so they work on a
+fresh machine. The workspace must lie outside every place no grant may reach
+(boxmaker's home, grants, install prefix and checkout: `boxmaker.core.reserved`).
+
 Last, it probes the model: `loopd probe` (as loopd's user in a root install)
 loads it in a child process and generates a few tokens, so a llama-cpp-python
 build that crashes on this CPU, or a broken model file, stops the install with
@@ -38,8 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boxmaker
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Command, Directory, File, Group, Step, User
+from boxmaker.core.paths import path_problem
+from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
 
 ROLE_USERS = {"brokerd": "bx-broker", "loopd": "bx-loop"}
 PROGRAMS = ("brokerd.conf", "loopd.conf", "group.conf")
@@ -58,6 +68,11 @@ def add_parser(commands: Any) -> None:
     install.add_argument(
         "--dev", action="store_true", help="dev mode even as root: every role as you, in --prefix"
     )
+    install.add_argument(
+        "--workspace",
+        type=Path,
+        help="dev mode: the folder the example grants point at (default ~/boxmaker-workspace)",
+    )
     install.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
     install.add_argument(
         "--no-probe", action="store_true", help="do not load the model to check that it runs"
@@ -75,6 +90,7 @@ class Layout:
     bin: Path  # the console scripts
     source: Path  # the checkout: supervisor.conf.d/, grants.example/, scripts/
     owner: str
+    workspace: Path | None = None  # dev mode: what the seeded grants point at
 
 
 def source_dir() -> Path:
@@ -110,7 +126,7 @@ def layout_for(args: argparse.Namespace) -> Layout:
     if args.prefix is None:
         raise CliError("dev mode needs a directory: bxctl install --prefix DIR")
     prefix = args.prefix.resolve()
-    return Layout(
+    layout = Layout(
         root=False,
         etc=prefix / "etc",
         home=prefix / "home",
@@ -119,7 +135,56 @@ def layout_for(args: argparse.Namespace) -> Layout:
         bin=bin_dir,
         source=source_dir(),
         owner=pwd.getpwuid(os.getuid()).pw_name,
+        workspace=(args.workspace or Path.home() / "boxmaker-workspace").absolute(),
     )
+    _check_workspace(layout)
+    return layout
+
+
+EXAMPLE_HOME = "/home/owner"  # what grants.example's paths start with
+WELCOME = """# Welcome to boxmaker
+
+This folder is the dev install's workspace. The example grants let the model
+read anything under notes/ without asking (but never notes/keys/), write files
+in scratch/ without asking, and run shell commands in scratch/ after you approve
+each one. Every call is decided by brokerd and written to the audit log first:
+
+    bxctl approvals          what waits for you
+    bxctl audit verify       the log, checked
+"""
+NOT_A_KEY = "not a real key: the keys-deny grant keeps the model from reading it\n"
+
+
+def _check_workspace(layout: Layout) -> None:
+    """The workspace must be a plain path outside every place no grant may reach."""
+    assert layout.workspace is not None
+    text = str(layout.workspace)
+    if path_problem(text) is not None or any(c in text for c in '"\\') or not text.isprintable():
+        raise CliError(f"the workspace {text!r} is not a plain absolute path; use --workspace")
+    places = reserved_places(
+        [
+            ("home", str(layout.home)),
+            ("grants", str(layout.etc / "grants")),
+            ("configuration", str(layout.etc)),
+            *install_places(sys.prefix, boxmaker.__file__),
+        ],
+        os.path.realpath,
+    )
+    for path in (text, os.path.realpath(text)):
+        problem = reserved_problem(path, places)
+        if problem is not None:
+            raise CliError(f"the workspace cannot be used: {problem}; choose --workspace elsewhere")
+
+
+def workspace_steps(workspace: Path) -> list[Step]:
+    return [
+        Directory(workspace, 0o700),
+        Directory(workspace / "notes", 0o700),
+        Directory(workspace / "notes" / "keys", 0o700),
+        Directory(workspace / "scratch", 0o700),
+        File(workspace / "notes" / "welcome.md", WELCOME, 0o600, keep=True),
+        File(workspace / "notes" / "keys" / "id", NOT_A_KEY, 0o600, keep=True),
+    ]
 
 
 def _check_others_can_run(bin_dir: Path) -> None:
@@ -243,11 +308,14 @@ def plan(layout: Layout) -> list[Step]:
             File(layout.etc / "loopd.toml", loopd_toml(layout), 0o600, keep=True),
         ]
         grant_owner = (None, None)
+    if layout.workspace is not None:
+        steps += workspace_steps(layout.workspace)
     if not any(grants.glob("*.toml")):
         for example in sorted((layout.source / "grants.example").glob("*.toml")):
-            steps.append(
-                File(grants / example.name, example.read_text(), 0o640, *grant_owner, keep=True)
-            )
+            text = example.read_text()
+            if layout.workspace is not None:
+                text = text.replace(EXAMPLE_HOME, str(layout.workspace))
+            steps.append(File(grants / example.name, text, 0o640, *grant_owner, keep=True))
     steps += supervisor_files(layout)
     if layout.root:
         steps.append(

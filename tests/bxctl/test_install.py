@@ -21,6 +21,8 @@ def _install(
 ) -> subprocess.CompletedProcess[str]:
     """bxctl install --dev; without `llama` (a stand-in llama_cpp), the model is not probed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOXMAKER_")}
+    if "--workspace" not in extra:
+        extra = ("--workspace", str(prefix.parent / "workspace"), *extra)
     if llama is None:
         extra = ("--no-probe", *extra)
     else:
@@ -143,3 +145,42 @@ def test_missing_choices_are_one_line_errors(args: list[str]) -> None:
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
+
+
+def test_dev_install_makes_a_workspace_the_example_grants_point_at(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    done = _install(prefix)
+    assert done.returncode == 0, done.stderr
+    workspace = tmp_path / "workspace"
+    assert (workspace / "notes" / "welcome.md").read_text().startswith("# Welcome to boxmaker")
+    assert (workspace / "notes" / "keys" / "id").is_file()
+    assert (workspace / "scratch").is_dir()
+    grants = prefix / "etc" / "grants"
+    assert f'paths = ["{workspace}/notes"]' in (grants / "notes-read.toml").read_text()
+    assert f'paths = ["{workspace}/notes/keys"]' in (grants / "keys-deny.toml").read_text()
+    assert "/home/owner" not in "".join(p.read_text() for p in grants.glob("*.toml"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOXMAKER_")}
+    env["BOXMAKER_HOME"] = str(prefix / "home")
+    check = subprocess.run(
+        [BXCTL, "grants", "check", "--dir", str(grants)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert (check.returncode, check.stdout) == (0, "grants: ok\n"), check.stderr
+
+
+@pytest.mark.parametrize("where", ["prefix", "checkout", "relative-quote"])
+def test_a_workspace_where_no_grant_may_reach_is_refused(tmp_path: Path, where: str) -> None:
+    prefix = tmp_path / "bx"
+    workspace = {
+        "prefix": prefix / "home" / "ws",
+        "checkout": Path(__file__).resolve().parents[2] / "ws",
+        "relative-quote": tmp_path / 'a"b',
+    }[where]
+    done = _install(prefix, "--workspace", str(workspace))
+    assert done.returncode == 1
+    assert done.stderr.startswith("bxctl: the workspace "), done.stderr
+    assert not workspace.exists()

@@ -41,7 +41,10 @@ def _wait(condition: object, what: str, timeout: float = 240) -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     prefix = tmp_path / "bx"
-    done = _run(str(BIN / "bxctl"), "install", "--dev", "--prefix", str(prefix))
+    workspace = str(tmp_path / "workspace")
+    done = _run(
+        str(BIN / "bxctl"), "install", "--dev", "--prefix", str(prefix), "--workspace", workspace
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     loopd = prefix / "etc" / "loopd.toml"  # the owner's file: short replies for the test
     loopd.write_text(
