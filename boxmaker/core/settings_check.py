@@ -2,7 +2,9 @@
 
 pydantic-settings ignores environment variables it does not know, so a mistyped
 `BOXMAKER_HOEM` would silently fall back to a default. Each role passes its
-environment here at startup and refuses to start on an unknown one.
+environment here at startup and refuses to start on an unknown one. A variable
+of the build (`BUILD_VARIABLES`) is known to every role and used by none: an owner
+who exports it for scripts/build-llama-cpp still starts the tree.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from boxmaker.core.errors import ConfigError
 
 PREFIX = "BOXMAKER_"
+# read by scripts/build-llama-cpp (extra CMake flags for llama-cpp-python), not a role
+BUILD_VARIABLES = ("BOXMAKER_LLAMA_CMAKE_ARGS",)
 
 
 def unknown_variables(environ: Mapping[str, str], known: Iterable[str]) -> list[str]:
-    """The `BOXMAKER_*` names in `environ` that are not in `known`, sorted."""
-    allowed = set(known)
+    """The `BOXMAKER_*` names in `environ` not in `known` nor the build's, sorted."""
+    allowed = set(known) | set(BUILD_VARIABLES)
     return sorted(name for name in environ if name.startswith(PREFIX) and name not in allowed)
 
 
