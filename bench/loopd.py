@@ -8,10 +8,20 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   its fsyncs, prompt assembly and detokenizing are all in it), over
   llama-cpp-python's own speed for the same prompt, the same sampling settings,
   the same number of tokens and the same starting cache (`Llama.generate` on the
-  same `Llama`, its state restored to what loopd started from). That is the limit;
-  the ratio must be at least 0.9. Both sides run each round from the same restored
+  same `Llama`, its state restored to what loopd started from, run on the model's
+  own thread, where loopd's generations run, so both sides use one OpenMP team).
+  That is the limit; the ratio must be at least 0.9. Both sides run each round from the same restored
   state; the fastest round of each side counts (the least disturbed, as in
   policy.py's best_of), since the machine may be busy with other work.
+- time to the first content event: from sending a turn over loop.sock to the
+  client's receiving its first `content` event (the reply streams as the model
+  writes it; only what could still be a tool call is held back), over the time
+  from calling llama-cpp-python's `Llama.generate` to its first token, on the
+  same prompt tokens (rendered from the session's log before the turn, and
+  checked against what loopd generated from), sampling settings and restored
+  state, on the model's thread as above. Rounds of short replies, each side first in turn; the fastest of each
+  side counts; at most 1.2. The figure names the token whose text was first
+  streamed (1 when the reply opens with text that cannot be a tool call).
 - the time to the first token of turn 8 of a session over that of turn 1 (from
   sending the turn to the model's first text), with prefix reuse: at most 1.5.
   Turn 1 starts from an empty cache, as the first turn after loopd starts does.
@@ -28,14 +38,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from boxmaker.core.messages import TurnDone
+from boxmaker.core.connection import ClientConnection
+from boxmaker.core.messages import ContentEvent, Turn, TurnDone, TurnEvent
+from boxmaker.core.reply_stream import streamable
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model
+from boxmaker.loopd.model import Sampling
+from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.loopd_harness import RecordingModel, start_loopd
 
@@ -46,6 +63,9 @@ TURNS = 8
 TTFT_REPEATS = 2
 GEN_LIMIT = 0.9
 TTFT_LIMIT = 1.5
+CONTENT_LIMIT = 1.2
+FIRST_ROUNDS = 16
+FIRST_LIMITS = TurnLimits(max_tool_calls=0, max_tokens=64, reply_tokens=8)
 PROMPTS = [
     "Tell me a short story about a lighthouse keeper.",
     "Describe the sea on a stormy night.",
@@ -68,6 +88,71 @@ def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
     if not isinstance(done, TurnDone):
         raise SystemExit(f"loopd refused the turn: {done}")
     return took
+
+
+def streamed_turn(path: Path, session: str, text: str, resume: bool) -> float | None:
+    """Send one turn, reading its answers as they come: the client's seconds from sending
+    to its first content event (None: it had none)."""
+    conn = ClientConnection("bench")
+    first: float | None = None
+    start = time.perf_counter()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(600)
+        sock.connect(str(path))
+        sock.sendall(conn.request(Turn(session=session, text=text, resume=resume)))
+        while not conn.done:
+            for answer in conn.receive(sock.recv(65536)):
+                message = answer.message
+                if first is None and isinstance(message, TurnEvent):
+                    if isinstance(message.event, ContentEvent):
+                        first = time.perf_counter()
+                elif answer.final and not isinstance(message, TurnDone):
+                    raise SystemExit(f"loopd refused the turn: {message}")
+    return None if first is None else first - start
+
+
+def raw_rate_of(
+    llm: Any, prompt: list[int], sampling: Sampling, stop: set[int], count: int
+) -> float:
+    """llama-cpp-python's tokens per second for `count` tokens of `prompt`."""
+    start = time.perf_counter()
+    made = 0
+    for token in llm.generate(
+        prompt,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        temp=sampling.temperature,
+        repeat_penalty=sampling.repeat_penalty,
+        reset=True,
+    ):
+        if token in stop or made >= count:
+            break
+        made += 1  # noqa: SIM113 - counts tokens until a stop, not items
+    return count / (time.perf_counter() - start)
+
+
+def first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
+    """Seconds from calling llama-cpp-python's `Llama.generate` to its first token."""
+    start = time.perf_counter()
+    for _ in llm.generate(
+        prompt,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        temp=sampling.temperature,
+        repeat_penalty=sampling.repeat_penalty,
+        reset=True,
+    ):
+        break
+    return time.perf_counter() - start
+
+
+def first_content_token(detokenize: object, ids: tuple[int, ...]) -> int:
+    """Which token (1-based) of a reply first released content to stream."""
+    assert callable(detokenize)
+    for n in range(1, len(ids) + 1):
+        if streamable(detokenize(ids[:n])):
+            return n
+    return len(ids)
 
 
 def main() -> int:
@@ -134,26 +219,52 @@ def run(work: Path) -> int:
             tokens += count
             loopd_rates.append(count / took)
             llm.load_state(state)
-            start = time.perf_counter()
-            made = 0
-            for token in llm.generate(
-                call.prompt,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                temp=sampling.temperature,
-                repeat_penalty=sampling.repeat_penalty,
-                reset=True,
-            ):
-                if token in stop or made >= count:
-                    break
-                made += 1  # noqa: SIM113 - counts tokens until a stop, not items
-            raw_rates.append(count / (time.perf_counter() - start))
+            rate = partial(raw_rate_of, llm, call.prompt, sampling, stop, count)
+            raw_rates.append(llama.on_model_thread(rate))
     finally:
         loopd.stop()
+
+    # --- time to the first content event: loopd against llama-cpp-python -----------------
+    # Short replies, many rounds, each side first in turn; both from the same restored
+    # state and on the same prompt tokens (rendered from the session's log first).
+    loopd = start_loopd(work, model, home=home, limits=FIRST_LIMITS)
+    loopd_firsts: list[tuple[float, int]] = []  # (seconds, the token that released it)
+    raw_firsts: list[float] = []
+    try:
+        turn(loopd.turn, "first", "Hello.", False)  # the switch of sessions, not timed
+        logs = SessionLogs(loopd.home)
+        for n in range(FIRST_ROUNDS):
+            text = PROMPTS[n % len(PROMPTS)]
+            session_log = logs.open("first")
+            prompt = loopd.turns.prompt(
+                SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
+            )
+            state = llm.save_state()
+            for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
+                llm.load_state(state)
+                if side == "raw":
+                    raw_firsts.append(
+                        llama.on_model_thread(partial(first_token, llm, prompt, sampling))
+                    )
+                    continue
+                streamed = streamed_turn(loopd.socket, "first", text, True)
+                call = model.calls[-1]
+                if call.prompt != prompt:
+                    raise SystemExit("loopd's prompt is not the one rendered for the limit")
+                if streamed is not None:  # None: a reply that held all its first tokens back
+                    released = first_content_token(llama.detokenize, call.generation.ids)
+                    loopd_firsts.append((streamed, released))
+    finally:
+        loopd.stop()
+    if not loopd_firsts:
+        raise SystemExit("no turn streamed content within its first tokens")
 
     loopd_rate = max(loopd_rates)
     raw_rate = max(raw_rates)
     gen_ratio = loopd_rate / raw_rate
+    loopd_first, released_with = min(loopd_firsts)
+    raw_first = min(raw_firsts)
+    content_ratio = loopd_first / raw_first
     ttft = (min(first_turn), min(last_turn))
     ttft_ratio = ttft[1] / ttft[0]
     print(
@@ -170,6 +281,16 @@ def run(work: Path) -> int:
         f"  ratio {gen_ratio:.3f} (at least {GEN_LIMIT})"
     )
     print(
+        f"time to the first content event: {FIRST_ROUNDS} turns over loop.sock, each side first "
+        "in turn, the same prompt tokens and state; the fastest of each side"
+    )
+    print(f"  llama-cpp-python Llama.generate, first token: {raw_first * 1000:8.1f} ms (the limit)")
+    print(
+        f"  through loopd (first content on loop.sock):   {loopd_first * 1000:8.1f} ms"
+        f"  ratio {content_ratio:.3f} (at most {CONTENT_LIMIT}); "
+        f"its content came with token {released_with}"
+    )
+    print(
         f"time to first token, a session of {TURNS} turns ({prompt_tokens} prompt tokens at "
         f"turn {TURNS}); the fastest of {TTFT_REPEATS} sessions, each on a fresh model"
     )
@@ -181,6 +302,8 @@ def run(work: Path) -> int:
     failed = []
     if gen_ratio < GEN_LIMIT:
         failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
+    if content_ratio > CONTENT_LIMIT:
+        failed.append(f"first-content ratio {content_ratio:.3f} > {CONTENT_LIMIT}")
     if ttft_ratio > TTFT_LIMIT:
         failed.append(f"time-to-first-token ratio {ttft_ratio:.3f} > {TTFT_LIMIT}")
     for line in failed:

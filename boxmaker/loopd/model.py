@@ -7,24 +7,32 @@ only the `Model` protocol, which `boxmaker.testing.scripted_model` also follows.
 
 One generation at a time: llama.cpp's context is not thread-safe (two threads on
 one `Llama` crash the process), so every call into it holds one lock, and turns of
-other sessions wait. Prefix reuse: llama-cpp-python evaluates only the tokens
-after the longest prefix it already holds; when sessions alternate, each
-session's state is saved after its turn and loaded before its next one, so a
-session's new turn evaluates only what was added since.
+other sessions wait. Generations run on one long-lived thread of the model's
+own (a daemon: it never holds up the process's exit). Prefix reuse:
+llama-cpp-python evaluates only the tokens after the longest prefix it already
+holds; when sessions alternate, each session's state is saved after its turn and
+loaded before its next one, so a session's new turn evaluates only what was
+added since.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
+import queue
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 EMBEDDED_NAME = "gemma-3-270m-q4_k_m.gguf"
 SAVED_SESSIONS = 2  # each saved state holds llama.cpp's whole context (hundreds of MiB)
@@ -54,7 +62,10 @@ class Model(Protocol):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
-    ) -> Generation: ...
+    ) -> Generation:
+        """Generate a reply to `prompt`, calling `on_text` with its text as it comes:
+        each piece complete UTF-8, all of them together exactly `Generation.text`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,15 @@ class LlamaModel:
         )
         self._current: str | None = None
         self._saved: OrderedDict[str, Any] = OrderedDict()
+        # Every generation runs on this one long-lived thread: llama.cpp's OpenMP
+        # workers belong to the thread that calls it, and a new calling thread per
+        # turn (one per connection) costs a new team, about 25 ms of every turn's
+        # time to first token here (bench/loopd.py).
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
+        weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
 
@@ -111,6 +131,28 @@ class LlamaModel:
         stop: set[int],
         on_text: Callable[[str], None],
     ) -> Generation:
+        """`_generate` on the model's own thread (on_text is called there), its result here."""
+        return self.on_model_thread(
+            lambda: self._generate(session, prompt, max_tokens, stop, on_text)
+        )
+
+    def on_model_thread(self, job: Callable[[], _T]) -> _T:
+        """Run `job` on the model's thread, after the jobs before it: its result, or its
+        exception, here. (A benchmark runs llama-cpp-python itself there, so that its
+        figures and loopd's come from the same OpenMP team: a second calling thread
+        makes a second team, and two teams on the CPUs slow both.)"""
+        future: Future[_T] = Future()
+        self._jobs.put((future, job))
+        return future.result()
+
+    def _generate(
+        self,
+        session: str,
+        prompt: list[int],
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
         with self._lock:
             self._switch_to(session)
             reused = _common_prefix(list(self._llm._input_ids), prompt)
@@ -119,7 +161,8 @@ class LlamaModel:
             if room <= 0:
                 raise ContextFullError(f"the prompt ({len(prompt)} tokens) fills the context")
             out: list[int] = []
-            pending = b""
+            pieces: list[str] = []  # each complete UTF-8: a split character waits
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             finished = False
             for token in self._llm.generate(
                 prompt,
@@ -133,15 +176,15 @@ class LlamaModel:
                     finished = True
                     break
                 out.append(token)
-                pending += self._llm.detokenize([token], prev_tokens=out[:-1])
-                text, pending = _complete_utf8(pending)
-                if text:
-                    on_text(text)
+                pieces.append(decoder.decode(self._llm.detokenize([token], prev_tokens=out[:-1])))
+                if pieces[-1]:
+                    on_text(pieces[-1])
                 if len(out) >= min(max_tokens, room):
                     break
-            if pending:
-                on_text(pending.decode("utf-8", errors="replace"))
-            text_all = self._llm.detokenize(out).decode("utf-8", errors="replace")
+            pieces.append(decoder.decode(b"", final=True))
+            if pieces[-1]:
+                on_text(pieces[-1])
+            text_all = "".join(pieces)  # exactly what on_text was given
             return Generation(tuple(out), text_all, len(prompt), evaluated, finished)
 
     def _switch_to(self, session: str) -> None:
@@ -163,6 +206,18 @@ class ContextFullError(Exception):
     """The conversation no longer fits the model's context."""
 
 
+def _run_jobs(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None]) -> None:
+    """The model's thread: run each job, hand back its result or exception; None ends it."""
+    while (item := jobs.get()) is not None:
+        future, job = item
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # handed to the caller, which raises it
+                future.set_exception(exc)
+        del item, future, job  # hold nothing of the model while waiting
+
+
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -170,16 +225,6 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
             break
         n += 1
     return n
-
-
-def _complete_utf8(data: bytes) -> tuple[str, bytes]:
-    """The longest complete UTF-8 text at the start of `data`, and the bytes left over."""
-    for cut in range(len(data), max(len(data) - 4, -1), -1):
-        try:
-            return data[:cut].decode("utf-8"), data[cut:]
-        except UnicodeDecodeError:
-            continue
-    return data.decode("utf-8", errors="replace"), b""
 
 
 def embedded_model_path(home: Path) -> Path:

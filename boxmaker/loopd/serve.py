@@ -5,13 +5,17 @@ thread per connection. The request is `turn {session, text, resume}`; the
 answers are `turn_event` frames (not final) and one `turn_done`, or one `error`.
 `status` is answered with a `status_report` (the model and the chat format).
 A client that goes away mid-turn does not stop the turn: it finishes and is
-logged, and a resumed session sees it.
+logged, and a resumed session sees it. Nor does a client that stops reading: an
+answer the socket cannot take at once is queued for a writer thread of its
+connection, so content sent while the model writes never waits on the socket
+with the model held.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import stat
 import threading
@@ -51,12 +55,20 @@ def bind(path: Path, dir_mode: int = 0o700, socket_mode: int = 0o600) -> socket.
 
 
 class _Client:
-    """One connection: sending stops quietly at the first failure, the turn goes on."""
+    """One connection. Answers go straight to the socket while it takes them at once;
+    from the first that would wait, they are queued, in order, for a writer thread
+    of the connection's own. So a client that reads slowly, or not at all, holds up
+    neither its turn nor the model that every session's turns share (content is sent
+    while the model writes), and a client that keeps up gets each answer with no
+    hand-over. Sending stops quietly at the first failure; the turn goes on. Only
+    the connection's own thread calls `send`, `error` and `close`."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.protocol = ServerConnection()
         self.gone = False
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
 
     def read_request(self) -> Turn | Status:
         self.sock.settimeout(REQUEST_TIMEOUT_S)
@@ -75,22 +87,50 @@ class _Client:
                 )
             return envelope.message
 
-    def send(self, message: Message, *, final: bool) -> None:
+    def send(self, message: Message, *, final: bool, request_id: str | None = None) -> None:
         if self.gone:
             return
-        try:
-            self.sock.sendall(self.protocol.answer(message, final=final))
-        except OSError:
-            self.gone = True
-            log.info("event=client_gone")
+        data = self.protocol.answer(message, final=final, request_id=request_id)
+        if self._writer is None:
+            try:
+                sent = self.sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._lost()
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self._writer = threading.Thread(target=self._write, name="loop-answers", daemon=True)
+            self._writer.start()
+        self._outbox.put(data)
+
+    def _write(self) -> None:
+        while (data := self._outbox.get()) is not None:
+            if self.gone:
+                continue
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        self.gone = True
+        log.info("event=client_gone")
 
     def error(self, code: ErrorCode, text: str) -> None:
         try:
-            self.sock.sendall(
-                self.protocol.answer(Error(code=code, message=text), final=True, request_id="turn")
-            )
-        except (OSError, ProtocolError):
+            self.send(Error(code=code, message=text), final=True, request_id="turn")
+        except ProtocolError:
             self.gone = True
+
+    def close(self) -> None:
+        """Send what is queued (as long as the client takes it), then close."""
+        if self._writer is not None:
+            self._outbox.put(None)
+            self._writer.join()
+        self.sock.close()
 
 
 class LoopServer:
@@ -151,4 +191,4 @@ class LoopServer:
             log.exception("event=turn_failed")
             client.error(ErrorCode.INTERNAL, "loopd failed; see its log")
         finally:
-            sock.close()
+            client.close()

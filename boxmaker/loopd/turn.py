@@ -5,8 +5,12 @@ turn's states, as transitions:
 
     START      open the log (damaged: refuse); a new session must not have a log,
                a resumed one must; append the owner's text       -> GENERATE
-    GENERATE   render the log as a prompt, generate; append the model's reply;
-               content -> a content event
+    GENERATE   render the log as a prompt, generate, its content streamed as content
+               events while the model writes (`core.reply_stream`: what could
+               still be a tool call is held back); append the model's reply; the
+               rest of its content -> a content event, so a reply's content events
+               together are exactly its content (a reply cut off by the turn's
+               token bound is no answer: what was held back of it is not sent)
                  no tool calls, or the token budget spent        -> DONE
                  tool calls                                      -> TOOLS
     TOOLS      for each call, while under the tool-call bound: tool_call_started,
@@ -46,6 +50,7 @@ from boxmaker.core.messages import (
     ToolResultEvent,
     TurnDone,
 )
+from boxmaker.core.reply_stream import ReplyStream
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
@@ -139,9 +144,16 @@ class TurnLoop:
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
             prompt = self.prompt(session_log)
+            stream = ReplyStream()
+
+            def on_text(piece: str, stream: ReplyStream = stream) -> None:
+                released = stream.feed(piece)
+                if released:
+                    emit(ContentEvent(text=released))
+
             try:
                 generation = self._model.generate(
-                    session, prompt, max_tokens=budget, stop=self._stop, on_text=lambda _: None
+                    session, prompt, max_tokens=budget, stop=self._stop, on_text=on_text
                 )
             except ContextFullError:
                 return (
@@ -150,12 +162,16 @@ class TurnLoop:
                 )
             generated += len(generation.ids)
             session_log.append(ModelEntry(text=generation.text, ids=generation.ids))
+            if stream.text != generation.text:  # a model that broke on_text's contract
+                log.warning("event=streamed_text_differs session=%s", session)
             if not generation.finished and generated >= self._limits.max_tokens:
-                # cut off by the turn's bound: what it wrote is unfinished, not an answer
+                # cut off by the turn's bound: what it wrote is unfinished, not an answer,
+                # and what was held back (perhaps half a tool call) is not shown
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
+            rest = stream.finish()
+            if rest:
+                emit(ContentEvent(text=rest))
             reply = parse_reply(generation.text)
-            if reply.content:
-                emit(ContentEvent(text=reply.content))
             if not reply.calls:
                 return reply.content
             for call in reply.calls:

@@ -14,6 +14,8 @@ I/O: temporary directories, Unix sockets, threads. No role imports this module.
     fake_loopd_script             a fake loopd: scripted turn events, then turn_done
     RecordingModel                any model, its every generation recorded with
                                   its prompt and when its first text came
+    merge_content                 turn events with each run of streamed content
+                                  events joined into one, as a reader sees them
 
 Nothing here sleeps to wait: waits poll a condition with a deadline (`wait_until`)
 or block on an event that the test or the server's stop sets.
@@ -35,6 +37,7 @@ from boxmaker.core.chat_format import GEMMA, ChatFormat
 from boxmaker.core.connection import ServerConnection
 from boxmaker.core.frames import encode_frame
 from boxmaker.core.messages import (
+    ContentEvent,
     Envelope,
     Event,
     Message,
@@ -67,6 +70,7 @@ class Recorded:
     started: float  # time.perf_counter() when generate was called
     first_text: float | None  # when the first text came (None: it wrote nothing)
     ended: float
+    texts: tuple[str, ...] = ()  # every piece of text handed to on_text, in order
 
 
 class RecordingModel:
@@ -95,10 +99,12 @@ class RecordingModel:
     ) -> Generation:
         started = time.perf_counter()
         first: list[float] = []
+        texts: list[str] = []
 
         def seen(text: str) -> None:
             if not first:
                 first.append(time.perf_counter())
+            texts.append(text)
             on_text(text)
 
         generation = self.inner.generate(
@@ -106,11 +112,28 @@ class RecordingModel:
         )
         ended = time.perf_counter()
         record = Recorded(
-            session, list(prompt), generation, started, first[0] if first else None, ended
+            session,
+            list(prompt),
+            generation,
+            started,
+            first[0] if first else None,
+            ended,
+            tuple(texts),
         )
         with self._lock:
             self.calls.append(record)
         return generation
+
+
+def merge_content(events: Sequence[Event]) -> list[Event]:
+    """`events`, each run of consecutive content events joined into one."""
+    merged: list[Event] = []
+    for event in events:
+        if isinstance(event, ContentEvent) and merged and isinstance(merged[-1], ContentEvent):
+            merged[-1] = ContentEvent(text=merged[-1].text + event.text)
+        else:
+            merged.append(event)
+    return merged
 
 
 # --- loopd in this process -----------------------------------------------------------

@@ -4,8 +4,9 @@ Its tokenizer is small and honest: with special parsing, the chat-template tags
 of both formats become single reserved ids; without it, every character is its
 own id (code point + 1000), so a tag spelled in text is many tokens, as with a
 real tokenizer. Each `generate` answers with the next scripted reply (a string,
-or a function of the prompt's text) and records the prompt it was given, and
-how much of it a real model would have had to evaluate.
+or a function of the prompt's text), handing its text to `on_text` one token
+(one character) at a time as the real model streams it, and records the prompt
+it was given, and how much of it a real model would have had to evaluate.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class ScriptedModel:
             text = reply(self.detokenize(prompt)) if callable(reply) else reply
             ids = self.tokenize(text, special=False)[:max_tokens]
             self._last[session] = list(prompt) + ids
-        on_text(self.detokenize(ids))
+        for token in ids:
+            on_text(self.detokenize([token]))
         return Generation(
             ids=tuple(ids),
             text=self.detokenize(ids),

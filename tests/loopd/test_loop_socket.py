@@ -11,7 +11,7 @@ import shutil
 import socket
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -34,6 +34,8 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
+from boxmaker.loopd.model import Generation
+from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.brokerd_harness import (
     BROKER_SOCKET,
     exchange,
@@ -46,6 +48,7 @@ from boxmaker.testing.loopd_harness import (
     InProcessLoopd,
     ScriptedServer,
     answer,
+    merge_content,
     running_loopd,
 )
 from boxmaker.testing.scripted_model import ScriptedModel
@@ -72,16 +75,19 @@ def test_a_turn_streams_its_events_then_turn_done(tmp_path: Path, home: Path) ->
         answers = loopd.turn("chat-1", "read /x", request_id="t-7")
     assert [a.id for a in answers] == ["t-7"] * len(answers)
     assert [a.final for a in answers] == [False] * (len(answers) - 1) + [True]
-    *events, done = [a.message for a in answers]
-    assert all(isinstance(e, TurnEvent) for e in events)
-    kinds = [e.event.type for e in events]  # type: ignore[union-attr]
+    *frames, done = [a.message for a in answers]
+    assert all(isinstance(e, TurnEvent) for e in frames)
+    streamed = [e.event for e in frames if isinstance(e, TurnEvent)]
+    assert len([e for e in streamed if isinstance(e, ContentEvent)]) > 1  # as it was written
+    events = merge_content(streamed)
+    kinds = [e.type for e in events]
     assert kinds == ["tool_call_started", "tool_denied", "tool_result", "content"]
-    started = events[0].event  # type: ignore[union-attr]
+    started = events[0]
     assert isinstance(started, ToolCallStartedEvent)
     assert started.name == "call_tool"
-    assert events[1].event == ToolDeniedEvent(name="read_file", reason=DenyReason.NO_GRANT)  # type: ignore[union-attr]
-    assert isinstance(events[2].event, ToolResultEvent)  # type: ignore[union-attr]
-    assert events[3].event == ContentEvent(text="It is not allowed.")  # type: ignore[union-attr]
+    assert events[1] == ToolDeniedEvent(name="read_file", reason=DenyReason.NO_GRANT)
+    assert isinstance(events[2], ToolResultEvent)
+    assert events[3] == ContentEvent(text="It is not allowed.")
     assert done == TurnDone(session="chat-1", content="It is not allowed.", untrusted=False)
 
 
@@ -93,8 +99,9 @@ def test_the_wire_bytes_of_a_turn_event_are_the_pinned_envelope(tmp_path: Path, 
         )
         frames, closed = exchange_raw(loopd.socket, payload)
     assert closed
-    assert frames == [
-        b'{"id":"t1","final":false,"message":{"kind":"turn_event","event":{"type":"content","text":"hi"}}}',
+    assert frames == [  # the reply streams: one content event per token
+        b'{"id":"t1","final":false,"message":{"kind":"turn_event","event":{"type":"content","text":"h"}}}',
+        b'{"id":"t1","final":false,"message":{"kind":"turn_event","event":{"type":"content","text":"i"}}}',
         b'{"id":"t1","final":true,"message":{"kind":"turn_done","session":"s1","content":"hi","untrusted":false}}',
     ]
 
@@ -206,6 +213,44 @@ def check_modes(loopd: InProcessLoopd) -> None:
     assert stat.S_ISSOCK(loopd.socket.stat().st_mode)
     assert mode(loopd.socket) == 0o600
     assert mode(loopd.socket.parent) == 0o700
+
+
+class OneAtATime(ScriptedModel):
+    """The scripted model, one generation at a time with its text handed out under the
+    lock, as the real model does."""
+
+    def __init__(self, replies: list[str]) -> None:
+        super().__init__(replies)
+        self.one = threading.Lock()
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
+        with self.one:
+            return super().generate(
+                session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+            )
+
+
+def test_a_client_that_stops_reading_holds_up_no_other_session(tmp_path: Path, home: Path) -> None:
+    long = "x" * 20_000  # one content event per token: far more than a socket buffers
+    model = OneAtATime([long, "Hello, b."])
+    limits = TurnLimits(reply_tokens=len(long), max_tokens=len(long) + 100)
+    with (
+        running_loopd(tmp_path, model, home=home, limits=limits) as loopd,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stalled,
+    ):
+        stalled.connect(str(loopd.socket))
+        stalled.sendall(ClientConnection("a").request(Turn(session="a", text="long")))
+        wait_until(lambda: len(model.prompts) == 1, 30, "the first turn generating")
+        done = loopd.turn("b", "hi", timeout_s=30)[-1].message
+    assert done == TurnDone(session="b", content="Hello, b.", untrusted=False)
 
 
 def test_loop_sock_is_0600_in_a_0700_directory(tmp_path: Path, home: Path) -> None:

@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import TurnDone, TurnEvent
+from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import choose_format, self_test
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
@@ -87,6 +87,17 @@ def test_a_turn_over_loop_sock_returns_a_non_empty_turn_done(
     assert all(isinstance(a.message, TurnEvent) for a in answers[:-1])
     (call,) = model.calls
     assert len(call.generation.ids) > 0
+    # the text came piece by piece, whole characters each, together exactly the reply's
+    assert len(call.texts) > 1
+    assert "".join(call.texts) == call.generation.text
+    # and the reply streamed: its content events together are exactly its content
+    streamed = [
+        a.message.event.text
+        for a in answers[:-1]
+        if isinstance(a.message, TurnEvent) and isinstance(a.message.event, ContentEvent)
+    ]
+    assert len(streamed) > 1
+    assert "".join(streamed) == done.content
 
 
 def test_the_second_turn_evaluates_only_what_was_added_since(

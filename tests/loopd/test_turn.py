@@ -31,10 +31,17 @@ from boxmaker.core.messages import (
     ToolResultEvent,
 )
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.model import Generation
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
 from boxmaker.testing.brokerd_harness import BROKER_SOCKET, make_home
-from boxmaker.testing.loopd_harness import Script, ScriptedServer, answer, pending_then
+from boxmaker.testing.loopd_harness import (
+    Script,
+    ScriptedServer,
+    answer,
+    merge_content,
+    pending_then,
+)
 from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel
 
 END_OF_TURN = SPECIAL["<end_of_turn>"]
@@ -115,10 +122,11 @@ def place(tmp_path: Path) -> Iterator[Home]:
 def run(
     loop: TurnLoop, text: str, session: str = "chat-1", resume: bool = False
 ) -> tuple[str, list[Event], bool]:
+    """The turn's content, its events (streamed content joined), and its trust."""
     events: list[Event] = []
     done = loop.run(session, text, resume, events.append)
     assert done.session == session
-    return done.content, events, done.untrusted
+    return done.content, merge_content(events), done.untrusted
 
 
 def test_a_plain_answer_is_the_turns_content(place: Home) -> None:
@@ -131,6 +139,96 @@ def test_a_plain_answer_is_the_turns_content(place: Home) -> None:
     assert prompt.startswith("<bos><start_of_turn>user\n")
     assert prompt.endswith("hi<end_of_turn>\n<start_of_turn>model\n")
     assert [e["type"] for e in place.log_lines("chat-1")] == ["user", "model"]
+
+
+class MarkingModel(ScriptedModel):
+    """The scripted model, writing "returned" into `seen` when each generation returns."""
+
+    def __init__(self, replies: list[str], seen: list[Event | str]) -> None:
+        super().__init__(replies)
+        self.seen = seen
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
+        generation = super().generate(
+            session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+        )
+        self.seen.append("returned")
+        return generation
+
+
+def streamed(seen: list[Event | str]) -> list[str]:
+    """Content texts, and "returned" where a generation ended, in order."""
+    return [
+        x.text if isinstance(x, ContentEvent) else x
+        for x in seen
+        if isinstance(x, ContentEvent) or x == "returned"
+    ]
+
+
+def test_a_reply_streams_while_the_model_writes_it(place: Home) -> None:
+    seen: list[Event | str] = []
+    model = MarkingModel(["  Hello, owner.\n"], seen)
+    done = place.loop(model).run("chat-1", "hi", False, seen.append)
+    assert done.content == "Hello, owner."
+    assert streamed(seen) == [
+        "H",
+        "e",
+        "l",
+        "l",
+        "o",
+        ",",
+        " o",
+        "w",
+        "n",
+        "e",
+        "r",
+        ".",
+        "returned",
+    ]
+
+
+def test_text_before_a_tool_call_streams_and_the_call_never_does(place: Home) -> None:
+    seen: list[Event | str] = []
+    call = "<tool_call>" + tool_call("clock", {}) + "</tool_call>"
+    model = MarkingModel([f"Let me look. {call}", "It is noon."], seen)
+    done = place.loop(model, broker=False).run("chat-1", "time?", False, seen.append)
+    assert done.content == "It is noon."
+    first, second = "".join(streamed(seen)).split("returned", 1)
+    assert first == "Let me look."
+    assert second == "It is noon.returned"
+    kinds = [x if isinstance(x, str) else x.type for x in seen]
+    assert kinds.index("returned") < kinds.index("tool_call_started")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(tool_call("clock", {}), id="bare"),
+        pytest.param("```json\n" + tool_call("clock", {}) + "\n```", id="fenced"),
+        pytest.param("<tool_call>" + tool_call("clock", {}) + "</tool_call>", id="tagged"),
+    ],
+)
+def test_a_reply_that_is_a_tool_call_streams_nothing(place: Home, reply: str) -> None:
+    seen: list[Event | str] = []
+    model = MarkingModel([reply, "ok"], seen)
+    place.loop(model, broker=False).run("chat-1", "time?", False, seen.append)
+    assert "".join(streamed(seen)) == "returnedokreturned"
+
+
+def test_braces_that_are_no_tool_call_come_whole_at_the_reply_end(place: Home) -> None:
+    seen: list[Event | str] = []
+    model = MarkingModel(["{not a call}"], seen)
+    done = place.loop(model).run("chat-1", "hi", False, seen.append)
+    assert done.content == "{not a call}"
+    assert streamed(seen) == ["returned", "{not a call}"]
 
 
 def test_a_tool_call_goes_to_brokerd_and_its_result_reaches_the_model(place: Home) -> None:
@@ -459,7 +557,7 @@ def test_turn_done_untrusted_follows_the_sessions_labels(place: Home, untrusted:
 
 
 def test_a_reply_that_fills_the_context_ends_the_turn_with_a_message(place: Home) -> None:
-    from boxmaker.loopd.model import ContextFullError, Generation
+    from boxmaker.loopd.model import ContextFullError
 
     class FullModel(ScriptedModel):
         def generate(self, session: str, prompt: list[int], **kwargs: object) -> Generation:
