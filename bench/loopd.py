@@ -111,20 +111,25 @@ def streamed_turn(path: Path, session: str, text: str, resume: bool) -> float | 
     return None if first is None else first - start
 
 
-def raw_rate_of(
-    llm: Any, prompt: list[int], sampling: Sampling, stop: set[int], count: int
-) -> float:
-    """llama-cpp-python's tokens per second for `count` tokens of `prompt`."""
-    start = time.perf_counter()
-    made = 0
-    for token in llm.generate(
+def raw_tokens(llm: Any, prompt: list[int], sampling: Sampling) -> Any:
+    """llama-cpp-python's own generator over `prompt`, with loopd's sampling settings."""
+    return llm.generate(
         prompt,
         top_k=sampling.top_k,
         top_p=sampling.top_p,
         temp=sampling.temperature,
         repeat_penalty=sampling.repeat_penalty,
         reset=True,
-    ):
+    )
+
+
+def raw_rate_of(
+    llm: Any, prompt: list[int], sampling: Sampling, stop: set[int], count: int
+) -> float:
+    """llama-cpp-python's tokens per second for `count` tokens of `prompt`."""
+    start = time.perf_counter()
+    made = 0
+    for token in raw_tokens(llm, prompt, sampling):
         if token in stop or made >= count:
             break
         made += 1  # noqa: SIM113 - counts tokens until a stop, not items
@@ -134,14 +139,7 @@ def raw_rate_of(
 def first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
     """Seconds from calling llama-cpp-python's `Llama.generate` to its first token."""
     start = time.perf_counter()
-    for _ in llm.generate(
-        prompt,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        temp=sampling.temperature,
-        repeat_penalty=sampling.repeat_penalty,
-        reset=True,
-    ):
+    for _ in raw_tokens(llm, prompt, sampling):
         break
     return time.perf_counter() - start
 

@@ -35,7 +35,7 @@ from boxmaker.sandbox.calls import (
 )
 from boxmaker.sandbox.cgroups import CallGroup, CgroupError, Cgroups
 from boxmaker.sandbox.egress import EgressProxy
-from boxmaker.sandbox.held import HeldSpec, HoldError, hold
+from boxmaker.sandbox.held import HeldSpec, run_holding
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -149,16 +149,7 @@ class BwrapRuntime:
         return self._cgroups.sweep(self._prefix)
 
     def run(self, spec: RunSpec) -> RunOutput | RunError:
-        try:
-            held = hold(spec)
-        except HoldError as refused:
-            return RunError(refused.failure)
-        outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
-        try:
-            outcome = self._run_held(spec, held)
-            return outcome
-        finally:
-            held.close(succeeded=isinstance(outcome, RunOutput))
+        return run_holding(spec, lambda held: self._run_held(spec, held))
 
     def _run_held(self, spec: RunSpec, held: HeldSpec) -> RunOutput | RunError:
         name = f"{self._prefix}{uuid.uuid4().hex}"

@@ -30,9 +30,10 @@ import errno
 import logging
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from boxmaker.brokerd.runner import RunFailure, RunSpec
+from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.core.args import ToolName, WriteFileArgs
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,26 @@ class HeldSpec:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
+
+
+def run_holding(
+    spec: RunSpec, body: Callable[[HeldSpec], RunOutput | RunError]
+) -> RunOutput | RunError:
+    """Hold what `spec` mounts, run `body` with it, then let go: every runtime's `run`.
+
+    A path that cannot be held is the call's failure, and nothing runs; a write_file
+    that did not succeed leaves no file it created behind.
+    """
+    try:
+        held = hold(spec)
+    except HoldError as refused:
+        return RunError(refused.failure)
+    outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
+    try:
+        outcome = body(held)
+        return outcome
+    finally:
+        held.close(succeeded=isinstance(outcome, RunOutput))
 
 
 def hold(spec: RunSpec) -> HeldSpec:

@@ -79,7 +79,7 @@ from boxmaker.sandbox.calls import (
     toolkit_request,
 )
 from boxmaker.sandbox.egress import EgressProxy
-from boxmaker.sandbox.held import HeldSpec, HoldError, hold
+from boxmaker.sandbox.held import HeldSpec, run_holding
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
 
@@ -374,16 +374,7 @@ class PodmanRuntime:
         if any(mount_problem(p) for p in (*(m.path for m in spec.mounts), *spec.masks)):
             log.warning("event=sandbox_unmountable_path")
             return RunError(RunFailure.SANDBOX_FAILED)
-        try:
-            held = hold(spec)
-        except HoldError as refused:
-            return RunError(refused.failure)
-        outcome: RunOutput | RunError = RunError(RunFailure.SANDBOX_FAILED)
-        try:
-            outcome = self._run_held(spec, held)
-            return outcome
-        finally:
-            held.close(succeeded=isinstance(outcome, RunOutput))
+        return run_holding(spec, lambda held: self._run_held(spec, held))
 
     def _run_held(self, spec: RunSpec, held: HeldSpec) -> RunOutput | RunError:
         name = f"{self._prefix}{uuid.uuid4().hex[:16]}"  # short: the socket path has a limit

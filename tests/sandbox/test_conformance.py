@@ -427,9 +427,12 @@ print(run(decision, runtime), flush=True)
 """
 
 
-def test_nothing_survives_a_sigkill_of_the_parent(sandbox: Sandbox) -> None:
+def kill_the_parent_mid_call(sandbox: Sandbox, seconds: int) -> str:
+    """Run a shell call of `seconds` in a brokerd-like child, SIGKILL it once the call's
+    shell runs, and return the marker on the call's command line."""
     marker = f"orphan{uuid.uuid4().hex[:8]}"
-    config = {**sandbox.child_config, "now": NOW, "command": f"M={marker}; sleep 30; echo $M"}
+    command = f"M={marker}; sleep {seconds}; echo $M"
+    config = {**sandbox.child_config, "now": NOW, "command": command}
     with subprocess.Popen(
         [sys.executable, "-c", CHILD],
         stdin=subprocess.PIPE,
@@ -444,6 +447,11 @@ def test_nothing_survives_a_sigkill_of_the_parent(sandbox: Sandbox) -> None:
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
+    return marker
+
+
+def test_nothing_survives_a_sigkill_of_the_parent(sandbox: Sandbox) -> None:
+    marker = kill_the_parent_mid_call(sandbox, 30)
     sandbox.sweep()
     sandbox.assert_nothing_left(marker)
 
@@ -452,22 +460,7 @@ def test_a_call_ends_by_itself_when_its_parent_is_killed(sandbox: Sandbox) -> No
     """No sweep this time: the call's processes (and Podman's container) go within
     seconds of brokerd, not at its time limit (two minutes here) or at the next
     start. An empty cgroup of bwrap's stays for the next start to remove."""
-    marker = f"orphan{uuid.uuid4().hex[:8]}"
-    config = {**sandbox.child_config, "now": NOW, "command": f"M={marker}; sleep 100; echo $M"}
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as child:
-        assert child.stdin is not None
-        child.stdin.write((json.dumps(config) + "\n").encode())
-        child.stdin.close()
-        try:
-            wait_for(lambda: processes_with(marker), "the call's shell to start", timeout=60)
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait()
+    marker = kill_the_parent_mid_call(sandbox, 100)
     wait_for(
         lambda: not processes_with(marker) and not sandbox.containers(),
         "the call to end by itself",

@@ -39,7 +39,8 @@ from boxmaker.core.grants import Grant
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import FailedResponse, ResultResponse
 from boxmaker.core.policy import Decision, Denial
-from boxmaker.sandbox.bwrap import BWRAP, BwrapRuntime
+from boxmaker.sandbox.bwrap import BWRAP
+from boxmaker.testing.sandbox_fixtures import require
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 
 SECRET = "TOP-SECRET-KEY"
@@ -58,15 +59,6 @@ REFUSALS = {
     # (and dies on a mismatch): a file renamed meanwhile fails the start instead
     RunFailure.SANDBOX_FAILED.value,
 }
-
-
-def require_bwrap() -> None:
-    """Skip (loudly) or, in CI, fail when bubblewrap cannot run here."""
-    problems = BwrapRuntime.preflight()
-    if problems and os.environ.get("CI"):
-        pytest.fail(f"bubblewrap cannot run here: {problems} (CI must run it)")
-    if problems:
-        pytest.skip(f"bubblewrap cannot run here: {problems}")
 
 
 def deny(name: str, tool: str, path: Path) -> Grant:
@@ -325,10 +317,10 @@ def test_a_path_swapped_during_the_call_is_never_bound(
 
 
 @pytest.mark.slow
-def test_the_swap_racer_breaks_a_check_then_bind_by_name(tmp_path: Path) -> None:
+def test_the_swap_racer_breaks_a_check_then_bind_by_name(tmp_path: Path, rootfs: Path) -> None:
     """The control arm: what the runtimes did before (lstat, realpath, then bind the
     name) reads the secret under the same racer, so the test above can fail."""
-    require_bwrap()
+    require("bwrap", rootfs)
     root = tmp_path.resolve()
     swaps = make_swaps(root)
     notes = str(root / "notes")
