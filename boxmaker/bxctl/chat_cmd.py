@@ -14,7 +14,7 @@ Exits of `handle_pending` ("report" is one line on `out`, and the call stays
 pending at brokerd):
     1 brokerd cannot be asked        report "approval N: cannot ask brokerd: ..."
     2 N is not in the list           report "approval N is no longer pending"
-    3 reset the terminal's attributes, then the two-line block
+    3 on a terminal, reset its attributes; then the two-line block
     4 not asking (--say)             return
     5 ask "type N to approve, anything else refuses: "
     6 read one line (end of input is an empty answer)
@@ -233,7 +233,8 @@ def handle_pending(
     if item is None:
         out.write(f"approval {approval} is no longer pending\n")
         return
-    out.write(RESET)
+    if out.isatty():  # reset what the terminal may have been left in; piped, no escapes
+        out.write(RESET)
     write_block(out, item, now)
     if not ask:
         return

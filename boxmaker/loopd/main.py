@@ -1,4 +1,4 @@
-"""loopd's console script: `loopd serve --config PATH` and `loopd probe --config PATH`.
+"""loopd's console script: `loopd serve`, `loopd probe` and `loopd demo`, each `--config PATH`.
 
 `serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
 it and generate a few tokens, so a build or model that crashes is reported in
@@ -6,9 +6,11 @@ one line instead of crashing loopd in a restart loop), then loads it in this
 process (the embedded default unless `[model] path` names another GGUF file),
 checks its chat format with a self-test, connects the tool port to brokerd,
 and serves loop.sock in the foreground until SIGTERM. `probe` runs the probe
-alone and prints what it found. Exit statuses: 0 after a clean stop (or a
-probe that worked), 1 when it cannot start (the log says why, with its runbook
-pointer), 2 for a configuration error.
+alone and prints what it found. `demo --socket PATH --workspace PATH` serves a
+socket of its own with the scripted demo model (`boxmaker.loopd.demo`) in place
+of the real one, for `scripts/demo`'s walk-through. Exit statuses: 0 after a
+clean stop (or a probe that worked), 1 when it cannot start (the log says why,
+with its runbook pointer), 2 for a configuration error.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from boxmaker import __version__
-from boxmaker.core.chat_format import ChatFormat, format_for
+from boxmaker.core.chat_format import GEMMA, ChatFormat, format_for
 from boxmaker.core.errors import ConfigError
 from boxmaker.core.messages import StatusReport
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
+from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.serve import LoopServer, bind
@@ -118,29 +121,48 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     problems = self_test(model, chat_format)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
-    socket_path = config.broker_socket
+    detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
+    limits = TurnLimits(
+        max_tool_calls=config.turn.max_tool_calls,
+        max_tokens=config.turn.max_tokens,
+        reply_tokens=config.model.max_tokens,
+    )
+    return serve_turns(config, model, chat_format, config.loop_socket, detail, limits)
+
+
+def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
+    """Serve `socket_path` with the scripted demo model until SIGTERM (`scripts/demo`)."""
+    if socket_path == config.loop_socket:
+        raise StartupError("the demo needs a socket of its own, not loopd's loop.sock")
+    model = DemoModel(workspace)
+    detail = f"the demo model (scripted), workspace {workspace}"
+    # its tokens are characters: [model] max_tokens and [turn] max_tokens, set for
+    # the real model, would cut its replies short
+    limits = TurnLimits(config.turn.max_tool_calls, max_tokens=64_000, reply_tokens=64_000)
+    return serve_turns(config, model, GEMMA, socket_path, detail, limits)
+
+
+def serve_turns(
+    config: LoopdConfig,
+    model: Model,
+    chat_format: ChatFormat,
+    socket_path: Path,
+    detail: str,
+    limits: TurnLimits,
+) -> int:
+    """The turn loop over `model`, its tool port to brokerd, on `socket_path` until SIGTERM."""
+    broker_socket = config.broker_socket
     port = None
-    if socket_path is None:
+    if broker_socket is None:
         log.warning("event=no_broker %s; see runbook.md#broker-unavailable", NOT_CONFIGURED)
     else:
-        port = BrokerPort(socket_path, config.broker.timeout_ms)
-    turns = TurnLoop(
-        model,
-        chat_format,
-        SessionLogs(config.home),
-        port,
-        TurnLimits(
-            max_tool_calls=config.turn.max_tool_calls,
-            max_tokens=config.turn.max_tokens,
-            reply_tokens=config.model.max_tokens,
-        ),
-    )
+        port = BrokerPort(broker_socket, config.broker.timeout_ms)
+    turns = TurnLoop(model, chat_format, SessionLogs(config.home), port, limits)
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     dir_mode, socket_mode = (0o2750, 0o660) if config.sockets.group_access else (0o700, 0o600)
-    listening = bind(config.loop_socket, dir_mode, socket_mode)
+    listening = bind(socket_path, dir_mode, socket_mode)
     started = format_timestamp(datetime.now(UTC))
-    detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
 
     def status() -> StatusReport:
         return StatusReport(role="loopd", version=__version__, started=started, detail=detail)
@@ -149,15 +171,15 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     threading.Thread(target=server.serve, name="accept-loop", daemon=True).start()
     log.info(
         "event=serving loop=%s broker=%s format=%s",
-        config.loop_socket,
         socket_path,
+        broker_socket,
         chat_format.name,
     )
     received = signal.sigwait(stop_signals)
     log.info("event=stopping signal=%s", signal.Signals(received).name)
     server.stopping.set()
     listening.close()
-    config.loop_socket.unlink(missing_ok=True)
+    socket_path.unlink(missing_ok=True)
     log.info("event=stopped")
     return 0
 
@@ -171,6 +193,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "probe", help="load the model in a child process and generate a few tokens"
     )
     check.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    walk = commands.add_parser(
+        "demo", help="serve a socket of its own with the scripted demo model (scripts/demo)"
+    )
+    walk.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    walk.add_argument("--socket", type=Path, required=True, help="the demo's loop socket")
+    walk.add_argument(
+        "--workspace", type=Path, required=True, help="the folder the example grants point at"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="loopd %(levelname)s %(message)s"
@@ -185,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             probed = probe(config)
             print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
             return 0
+        if args.command == "demo":
+            return demo(config, args.socket.absolute(), args.workspace.absolute())
         return serve(config)
     except (StartupError, OSError) as exc:
         log.error("%s", exc)

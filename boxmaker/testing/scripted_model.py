@@ -1,12 +1,13 @@
 """A scripted model with the real one's interface, for the turn loop's tests.
 
-Its tokenizer is small and honest: with special parsing, the chat-template tags
-of both formats become single reserved ids; without it, every character is its
-own id (code point + 1000), so a tag spelled in text is many tokens, as with a
-real tokenizer. Each `generate` answers with the next scripted reply (a string,
-or a function of the prompt's text), handing its text to `on_text` one token
-(one character) at a time as the real model streams it, and records the prompt
-it was given, and how much of it a real model would have had to evaluate.
+Its tokenizer is the demo model's (`boxmaker.loopd.demo.CharTokenizer`): with
+special parsing, the chat-template tags of both formats become single reserved
+ids; without it, every character is its own id (code point + 1000), so a tag
+spelled in text is many tokens, as with a real tokenizer. Each `generate`
+answers with the next scripted reply (a string, or a function of the prompt's
+text), handing its text to `on_text` one token (one character) at a time as the
+real model streams it, and records the prompt it was given, and how much of it a
+real model would have had to evaluate.
 """
 
 from __future__ import annotations
@@ -14,24 +15,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
+from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
 from boxmaker.loopd.model import Generation
 
-SPECIAL = {
-    "<bos>": 2,
-    "<eos>": 1,
-    "<start_of_turn>": 105,
-    "<end_of_turn>": 106,
-    "<|im_start|>": 200,
-    "<|im_end|>": 201,
-    "<|endoftext|>": 202,
-}
-_BY_ID = {v: k for k, v in SPECIAL.items()}
-OFFSET = 1000
+__all__ = ["OFFSET", "SPECIAL", "ScriptedModel"]
 
 Reply = str | Callable[[str], str]
 
 
-class ScriptedModel:
+class ScriptedModel(CharTokenizer):
     def __init__(self, replies: Sequence[Reply] = (), chat_template: str | None = None) -> None:
         self.replies: list[Reply] = list(replies)
         self.chat_template = chat_template
@@ -39,23 +31,6 @@ class ScriptedModel:
         self.evaluated: list[int] = []
         self._last: dict[str, list[int]] = {}
         self._lock = threading.Lock()
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        ids: list[int] = []
-        i = 0
-        while i < len(text):
-            if special:
-                tag = next((t for t in SPECIAL if text.startswith(t, i)), None)
-                if tag is not None:
-                    ids.append(SPECIAL[tag])
-                    i += len(tag)
-                    continue
-            ids.append(ord(text[i]) + OFFSET)
-            i += 1
-        return ids
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return "".join(_BY_ID.get(i, chr(i - OFFSET) if i >= OFFSET else "") for i in ids)
 
     def prompt_text(self, index: int = -1) -> str:
         """The text of a recorded prompt (tags shown as they are spelled)."""

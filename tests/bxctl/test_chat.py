@@ -148,7 +148,8 @@ def test_the_id_typed_in_full_approves_and_the_block_is_brokerds(
     assert status == 0
     lines = err.splitlines()
     at = next(i for i, line in enumerate(lines) if block_head(approval).search(line))
-    assert lines[at].startswith(RESET)  # the terminal is reset before the block
+    assert lines[at].startswith(str(approval))  # piped: no terminal reset before the block
+    assert RESET not in err
     body = orjson.dumps({"command": "make clean", "cwd": str(world.scratch)}).decode()
     assert lines[at + 1] == f"    shell {body}"
     assert f"type {approval} to approve, anything else refuses: approved {approval}: runs" in err

@@ -96,3 +96,35 @@ def test_the_tree_comes_up_answers_and_survives_a_restart(
     verify = _run(str(BIN / "bxctl"), "audit", "verify", "--home", str(prefix / "home"))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert verify.stdout.startswith("audit: ok")
+
+
+def test_the_walk_through_reads_and_waits_for_the_owner(
+    tree: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """scripts/demo, as scripts/run ends with it: an allowed read, an approved shell call."""
+    prefix, env = tree
+    _wait(lambda: _status(env).returncode == 0, "every role to answer")
+    demo = Path(__file__).resolve().parents[2] / "scripts" / "demo"
+    workspace = str(tmp_path / "workspace")
+    walk = _run(str(demo), str(prefix), workspace, env=env, timeout=120)
+    assert walk.returncode == 0, walk.stdout + walk.stderr
+    shown = walk.stdout + walk.stderr
+    assert f'[tool read_file {{"path":"{workspace}/notes/welcome.md"}}]' in shown
+    assert "> # Welcome to boxmaker" in walk.stdout  # the note, quoted by the demo model
+    assert "grant scratch-shell" in shown  # brokerd's two lines about the waiting call
+    assert "(no terminal: scripts/demo answers as the owner would: bxctl approve" in shown
+    assert "[result shell:" in shown
+    assert "> [exit status 0]" in walk.stdout
+    assert (tmp_path / "workspace" / "scratch" / "hello.txt").read_text() == (
+        "written in the sandbox\n"
+    )
+    audit = [line for line in walk.stdout.splitlines() if line.startswith("  seq ")]
+    events = [line.split("  ")[-1].split(", ")[0] for line in audit]  # without the sizes
+    assert events == [
+        "decision: read_file allowed (grant notes-read)",
+        "result of seq 0: result",
+        "decision: shell ask (grant scratch-shell)",
+        "approval of seq 2: approved",
+        "result of seq 2: result",
+    ]
+    assert walk.stdout.rstrip().splitlines()[-1].startswith("audit: ok, 5 records")
