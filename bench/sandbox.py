@@ -25,7 +25,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from boxmaker.brokerd.runner import Runtime, run
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.messages import ResultResponse, ToolRequest
@@ -34,6 +33,7 @@ from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.sandbox.calls import SANDBOX_PYTHON, Limits
 from boxmaker.sandbox.cgroups import Cgroups
 from boxmaker.sandbox.podman import DEFAULT_ROOTFS, PodmanRuntime, ensure_rootfs, rootfs_problem
+from boxmaker.sandbox.runner import Runtime, run
 
 NOW = "2026-11-30T12:00:00.000Z"
 LIMITS = Limits(timeout_s=30.0, memory_bytes=256 * 1024 * 1024, pids=64, output_bytes=65536)

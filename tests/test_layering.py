@@ -1,118 +1,99 @@
-"""The import rules of design.md section 2, checked over the source tree.
+"""The import rules of design.md section 2: import-linter's contracts in `.importlinter`.
 
-A role imports boxmaker.core (and itself) and never another role; core imports no
-role; boxmaker.sandbox is brokerd's alone; no role imports boxmaker.testing.
+`lint-imports` (tox -e lint) checks them. Here the real tree must keep every
+contract, and a copy of the tree with one forbidden import planted must break
+the contract named for it: each contract is shown able to fail, so a misspelt
+module or a rule that matches nothing cannot pass unseen. import-linter is a
+test dependency (setup.cfg's `test` extra); without it these tests fail.
 """
 
 from __future__ import annotations
 
-import ast
+import configparser
+import os
+import shutil
+import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "boxmaker"
-
-# who may import whom, by top-level subpackage of boxmaker ("" is boxmaker/__init__)
-ALLOWED: dict[str, set[str]] = {
-    "": {""},
-    "core": {"", "core"},
-    "brokerd": {"", "core", "brokerd", "sandbox"},
-    "sandbox": {"", "core", "sandbox", "brokerd"},  # the runner seam's types
-    "loopd": {"", "core", "loopd"},
-    "memoryd": {"", "core", "memoryd"},
-    "gatewayd": {"", "core", "gatewayd"},
-    "bxctl": {"", "core", "bxctl"},
-    "testing": {"", "core", "testing", "brokerd", "loopd", "memoryd", "gatewayd", "sandbox"},
-}
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / ".importlinter"
+SECTION = "importlinter:contract:"
 
 
-def _layer(module: str) -> str:
-    parts = module.split(".")
-    if len(parts) < 2 or parts[1] not in ALLOWED:
-        return ""  # boxmaker itself, or a name defined in boxmaker/__init__.py
-    return parts[1]
+def _contract_names() -> dict[str, str]:
+    """Each contract's id and the name lint-imports reports it by."""
+    parser = configparser.ConfigParser()
+    parser.read_string(CONFIG.read_text())
+    return {
+        section.removeprefix(SECTION): parser[section]["name"]
+        for section in parser.sections()
+        if section.startswith(SECTION)
+    }
 
 
-def _module_name(path: Path) -> str:
-    relative = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = list(relative.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` over the `boxmaker` package in `tree`, with the config there."""
+    script = Path(sysconfig.get_path("scripts")) / "lint-imports"
+    assert script.exists(), f"{script} is missing: install import-linter (the `test` extra)"
+    environment = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(script), "--no-cache", str(tree / ".importlinter")],
+        cwd=tree,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
-def imported_modules(source: str, module: str, is_package: bool) -> list[str]:
-    """Every boxmaker module that `source` (the text of `module`) imports."""
-    found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
-            found.append(target)
-            found.extend(f"{target}.{alias.name}" for alias in node.names)
-    return [m for m in found if m == "boxmaker" or m.startswith("boxmaker.")]
+def test_the_tree_keeps_every_contract() -> None:
+    names = _contract_names()
+    assert len(names) >= 7, "the contracts were not read"
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in names.values():
+        assert f"{name} KEPT" in result.stdout, result.stdout
 
 
-def violations(files: dict[str, str]) -> list[str]:
-    """`module imports other` for every import that breaks the rules."""
-    problems: list[str] = []
-    for module, source in sorted(files.items()):
-        parts = module.split(".")
-        if len(parts) > 2 and parts[1] not in ALLOWED:
-            problems.append(f"{module}: unknown subpackage {parts[1]!r}; add it to ALLOWED")
-            continue
-        allowed = ALLOWED[_layer(module)]
-        for target in imported_modules(source, module, module.endswith("__init__")):
-            if _layer(target) not in allowed:
-                problems.append(f"{module} imports {target}")
-    return problems
+# (where the planted module goes, what it imports, the contract it breaks)
+PLANTED = [
+    ("core", "import boxmaker.brokerd.config", "core-imports-no-role"),
+    ("core", "from boxmaker import loopd", "core-imports-no-role"),
+    ("core", "from boxmaker.testing import runtime", "core-imports-no-role"),
+    ("core", "import socket", "core-does-no-io"),
+    ("core", "from subprocess import run", "core-does-no-io"),
+    ("loopd", "from boxmaker.brokerd import config", "roles-are-independent"),
+    ("bxctl", "from ..loopd import model", "roles-are-independent"),
+    ("loopd", "from boxmaker.sandbox import runner", "sandbox-is-brokerds"),
+    ("sandbox", "import boxmaker.brokerd.config", "sandbox-imports-no-role"),
+    ("brokerd", "from boxmaker.testing import runtime", "nothing-imports-testing"),
+    ("ipc", "from boxmaker.loopd import model", "layers"),
+    ("core", "import boxmaker.ipc", "layers"),
+    ("sandbox", "import boxmaker.ipc", "layers"),
+    ("newpart", "", "layers"),  # a subpackage given no layer
+]
 
 
-def _tree() -> dict[str, str]:
-    return {_module_name(path): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
+@pytest.mark.parametrize(("package", "source", "contract"), PLANTED)
+def test_a_planted_import_breaks_its_contract(
+    tmp_path: Path, package: str, source: str, contract: str
+) -> None:
+    shutil.copytree(
+        ROOT / "boxmaker", tmp_path / "boxmaker", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(CONFIG, tmp_path / ".importlinter")
+    where = tmp_path / "boxmaker" / package
+    where.mkdir(exist_ok=True)
+    (where / "__init__.py").touch()
+    (where / "planted.py").write_text(f"{source}\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{_contract_names()[contract]} BROKEN" in result.stdout, result.stdout
 
 
-def test_the_tree_keeps_the_import_rules() -> None:
-    files = _tree()
-    assert len(files) > 10, "the search for modules is broken"
-    assert violations(files) == []
-
-
-@pytest.mark.parametrize(
-    ("module", "source"),
-    [
-        ("boxmaker.loopd.x", "from boxmaker.brokerd import ledger"),
-        ("boxmaker.loopd.x", "import boxmaker.bxctl.main"),
-        ("boxmaker.core.x", "from boxmaker.brokerd.serve import main"),
-        ("boxmaker.core.x", "from boxmaker import loopd"),
-        ("boxmaker.loopd.x", "from boxmaker.sandbox import bwrap"),
-        ("boxmaker.brokerd.x", "from boxmaker.testing import fakes"),
-        ("boxmaker.loopd.x", "from ..brokerd import ledger"),
-    ],
-    ids=[
-        "role-imports-role",
-        "plain-import",
-        "core-imports-role",
-        "core-imports-role-package",
-        "sandbox-is-brokerd-only",
-        "role-imports-testing",
-        "relative-import",
-    ],
-)
-def test_a_violation_is_found(module: str, source: str) -> None:
-    assert violations({module: source}) != []
-
-
-def test_allowed_imports_pass() -> None:
-    assert violations({"boxmaker.brokerd.x": "from boxmaker.core import policy\nimport os"}) == []
-
-
-def test_an_unknown_subpackage_is_reported() -> None:
-    assert violations({"boxmaker.newrole.x": "import os"}) != []
+def test_every_contract_is_shown_able_to_fail() -> None:
+    assert {contract for _, _, contract in PLANTED} == set(_contract_names())

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
-from boxmaker.brokerd.listener import Connection
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.decisions import DenyReason
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import ErrorCode
 from boxmaker.core.frame_fit import page_items
 from boxmaker.core.messages import (
     ApprovalList,
@@ -40,11 +39,11 @@ from boxmaker.core.messages import (
     StatusReport,
 )
 from boxmaker.core.policy import Denial
+from boxmaker.core.runbook import Runbook
+from boxmaker.ipc.server import Connection
 
 log = logging.getLogger(__name__)
 
-FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
-AUDIT_POINTER = "see runbook.md#audit-unavailable"
 BY = "bxctl"
 
 
@@ -85,11 +84,12 @@ class AdminHandler:
             if isinstance(verdict, Denial) and verdict.reason is DenyReason.AUDIT_UNAVAILABLE:
                 return Error(
                     code=ErrorCode.UNAVAILABLE,
-                    message=f"refused, but the audit log cannot be written; {AUDIT_POINTER}",
+                    message="refused, but the audit log cannot be written; "
+                    + Runbook.AUDIT_UNAVAILABLE.pointer,
                 )
             return Ok()
-        log.error("event=forbidden kind=%s socket=admin.sock %s", message.kind, FORBIDDEN_POINTER)
-        raise ProtocolError(ErrorCode.FORBIDDEN, f"{message.kind} is not accepted on admin.sock")
+        # admin.sock's rules (brokerd.serve.ADMIN_ACCEPTS) let nothing else through
+        raise AssertionError(f"{message.kind} reached admin.sock's handler")
 
     def _settle(
         self, approval: int, answer: ApprovalAnswer, reason: str | None = None

@@ -41,10 +41,8 @@ from boxmaker.core.audit_records import (
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
 from boxmaker.core.hashes import ZERO_HASH
+from boxmaker.core.runbook import Runbook
 
-CHAIN_BROKEN_POINTER = "see runbook.md#audit-chain-broken"
-RECOVERED_POINTER = "see runbook.md#audit-recovered"
-UNAVAILABLE_POINTER = "see runbook.md#audit-unavailable"
 RECOVERED = "audit: recovered a torn final line"
 NOTHING_TO_ACCEPT = "nothing to accept"
 
@@ -92,12 +90,16 @@ def start_audit(
     except AuditLockedError as exc:
         return Refused(EXIT_FAILED, exc.lines())
     except OSError as exc:
-        return Refused(EXIT_FAILED, (f"audit: cannot lock {audit_dir}: {exc}", UNAVAILABLE_POINTER))
+        return Refused(
+            EXIT_FAILED,
+            (f"audit: cannot lock {audit_dir}: {exc}", Runbook.AUDIT_UNAVAILABLE.pointer),
+        )
     try:
         outcome = _check_and_open(audit_dir, now, accept_break, lock, files)
     except OSError as exc:
         outcome = Refused(
-            EXIT_FAILED, (f"audit: cannot read {audit_dir}: {exc}", UNAVAILABLE_POINTER)
+            EXIT_FAILED,
+            (f"audit: cannot read {audit_dir}: {exc}", Runbook.AUDIT_UNAVAILABLE.pointer),
         )
     except AuditUnavailableError as exc:
         outcome = Refused(EXIT_FAILED, exc.lines())
@@ -115,7 +117,7 @@ def _check_and_open(
     failure = report.failure
     if failure is not None:
         if not accept_break:
-            return Refused(EXIT_FAILED, (failure.render(), CHAIN_BROKEN_POINTER))
+            return Refused(EXIT_FAILED, (failure.render(), Runbook.AUDIT_CHAIN_BROKEN.pointer))
         writer = AuditWriter(
             audit_dir, lock, Position(latest, failure.break_seq, failure.break_prev), files
         )
@@ -137,7 +139,7 @@ def _check_and_open(
         if not torn.has_newline:
             writer.end_torn_line()
         writer.append_in_latest(RecoveryEvent(torn_bytes=torn.bytes, torn_sha256=torn.sha256), now)
-        return Started(writer, (RECOVERED, RECOVERED_POINTER), report)
+        return Started(writer, (RECOVERED, Runbook.AUDIT_RECOVERED.pointer), report)
     head = report.head if report.head is not None else ZERO_HASH
     return Started(
         AuditWriter(audit_dir, lock, Position(latest, report.next_seq, head), files), (), report

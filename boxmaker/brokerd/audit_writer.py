@@ -39,10 +39,9 @@ from boxmaker.core.audit_records import (
     RecoveryEvent,
     encode_line,
 )
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import check_timestamp
 
-UNAVAILABLE_POINTER = "see runbook.md#audit-unavailable"
-LOCKED_POINTER = "see runbook.md#brokerd-already-running"
 LOCK_NAME = ".lock"
 _sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
@@ -57,14 +56,14 @@ class AuditUnavailableError(Exception):
         self.message = message
 
     def lines(self) -> tuple[str, str]:
-        return (self.message, UNAVAILABLE_POINTER)
+        return (self.message, Runbook.AUDIT_UNAVAILABLE.pointer)
 
 
 class AuditLockedError(Exception):
     """Another process holds `<home>/audit/.lock`: another brokerd is running."""
 
     def lines(self) -> tuple[str, str]:
-        return ("brokerd is already running", LOCKED_POINTER)
+        return ("brokerd is already running", Runbook.BROKERD_ALREADY_RUNNING.pointer)
 
 
 class AuditFiles:

@@ -29,11 +29,8 @@ from dataclasses import dataclass
 from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
-from boxmaker.brokerd.listener import Connection
-from boxmaker.brokerd.runner import Runtime, run
 from boxmaker.core.args import canonical_arguments
 from boxmaker.core.decisions import DenyReason
-from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.frame_fit import fit_result
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
@@ -46,11 +43,12 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.policy import Ask, Decision, Denial
 from boxmaker.core.timestamps import add_ms
+from boxmaker.ipc.server import Connection
+from boxmaker.sandbox.runner import Runtime, run
 
 log = logging.getLogger(__name__)
 
 WENT_AWAY = "the requester went away"
-FORBIDDEN_POINTER = "see runbook.md#socket-forbidden"
 CHECK_EVERY_S = 1.0
 
 
@@ -66,13 +64,7 @@ class BrokerHandler:
     def __call__(self, conn: Connection) -> None:
         envelope = conn.read_request()
         request = envelope.message
-        if not isinstance(request, ToolRequest):
-            log.error(
-                "event=forbidden kind=%s socket=broker.sock %s", request.kind, FORBIDDEN_POINTER
-            )
-            raise ProtocolError(
-                ErrorCode.FORBIDDEN, f"{request.kind} is not accepted on broker.sock"
-            )
+        assert isinstance(request, ToolRequest)  # broker.sock's rules accept nothing else
         decided = self.ledger.decide(request, self.grants.load())
         outcome = decided.outcome
         if isinstance(outcome, Denial) or decided.seq is None:

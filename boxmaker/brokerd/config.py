@@ -30,9 +30,9 @@ from pydantic_settings import (
 )
 
 from boxmaker.core.errors import ConfigError
+from boxmaker.core.layout import DEFAULT_HOME, Home
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
-DEFAULT_HOME = Path("/var/lib/boxmaker")
 MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
 
@@ -45,14 +45,8 @@ class PathsSection(Section):
 class SocketsSection(Section):
     broker: str = ""
     admin: str = ""
-    # true in a root install: directories 2750 and sockets 0660, shared with the
-    # client role's group; false (dev mode): 0700 and 0600, this user only
+    # true in a root install, false in dev mode: core.layout.link_modes
     group_access: bool = False
-
-    @property
-    def modes(self) -> tuple[int, int]:
-        """(directory mode, socket mode)."""
-        return (0o2750, 0o660) if self.group_access else (0o700, 0o600)
 
 
 class ApprovalsSection(Section):
@@ -87,11 +81,11 @@ class BrokerdConfig(RoleSettingsBase):
 
     @property
     def broker_socket(self) -> Path:
-        return Path(self.sockets.broker or self.home / "run" / "loop-broker" / "broker.sock")
+        return Path(self.sockets.broker or Home(self.home).broker_socket)
 
     @property
     def admin_socket(self) -> Path:
-        return Path(self.sockets.admin or self.home / "run" / "owner-broker" / "admin.sock")
+        return Path(self.sockets.admin or Home(self.home).admin_socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:

@@ -20,6 +20,7 @@ import boxmaker
 from boxmaker.core.grant_loading import load_grant_dir
 from boxmaker.core.grants import GrantProblem, GrantSet
 from boxmaker.core.reserved import install_places, reserved_places
+from boxmaker.core.runbook import Runbook
 
 log = logging.getLogger(__name__)
 
@@ -64,4 +65,4 @@ class GrantsDir:
             return
         for problem in problems:
             log.error("event=grant_problem %s", problem.render())
-        log.error("event=grants_invalid calls are denied; see runbook.md#grants-invalid")
+        log.error("event=grants_invalid calls are denied; %s", Runbook.GRANTS_INVALID.pointer)

@@ -51,11 +51,10 @@ from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide, redecide
+from boxmaker.core.runbook import Runbook
 
 log = logging.getLogger(__name__)
 
-AUDIT_POINTER = "see runbook.md#audit-unavailable"
-STATE_POINTER = "see runbook.md#broker-state-damaged"
 NOT_RECORDED = "the result could not be recorded"
 
 # what a Decision record says of a session whose state file cannot be read
@@ -118,7 +117,7 @@ class Ledger:
                 raise
             except BaseException:
                 self._poisoned = True
-                log.exception("event=audit_unavailable %s", AUDIT_POINTER)
+                log.exception("event=audit_unavailable %s", Runbook.AUDIT_UNAVAILABLE.pointer)
                 raise
 
     def decide(self, request: ToolRequest, grants: GrantSet) -> Decided:
@@ -129,7 +128,9 @@ class Ledger:
                 try:
                     state = self._states.read(request.session)
                 except StateUnreadableError as exc:
-                    log.error("event=state_unreadable %s; %s", exc, STATE_POINTER)
+                    log.error(
+                        "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
+                    )
                     return self._record_decision(
                         request, Denial(DenyReason.STATE_UNREADABLE), UNKNOWN_STATE, now
                     )
@@ -137,7 +138,7 @@ class Ledger:
                     request, decide(request, grants, state, now), state, now
                 )
         except Exception:  # poisoned by _step, which logged it
-            log.error("event=denied reason=audit_unavailable %s", AUDIT_POINTER)
+            log.error("event=denied reason=audit_unavailable %s", Runbook.AUDIT_UNAVAILABLE.pointer)
             return Decided(Denial(DenyReason.AUDIT_UNAVAILABLE), None, SessionState())
 
     def _record_decision(
@@ -179,7 +180,9 @@ class Ledger:
                 try:
                     state = self._states.read(request.session)
                 except StateUnreadableError as exc:
-                    log.error("event=state_unreadable %s; %s", exc, STATE_POINTER)
+                    log.error(
+                        "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
+                    )
                     state, verdict = UNKNOWN_STATE, Denial(DenyReason.STATE_UNREADABLE)
                 else:
                     verdict = _verdict(ask, answer, grants, state, now)
@@ -202,7 +205,7 @@ class Ledger:
                 )
                 return verdict
         except Exception:  # poisoned by _step, which logged it
-            log.error("event=approval_unrecorded %s", AUDIT_POINTER)
+            log.error("event=approval_unrecorded %s", Runbook.AUDIT_UNAVAILABLE.pointer)
             return Denial(DenyReason.AUDIT_UNAVAILABLE)
 
     def record_result(
@@ -242,7 +245,11 @@ class Ledger:
                 )
                 return response
         except Exception:  # poisoned by _step (which logged it), or an unreadable state
-            log.error("event=result_unrecorded session=%s %s", request.session, AUDIT_POINTER)
+            log.error(
+                "event=result_unrecorded session=%s %s",
+                request.session,
+                Runbook.AUDIT_UNAVAILABLE.pointer,
+            )
             return FailedResponse(message=NOT_RECORDED)
 
 

@@ -9,16 +9,14 @@ runbook pointer are logged), 2 for a usage or configuration error or
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from boxmaker.brokerd.config import load_config
-from boxmaker.brokerd.listener import StartupError
 from boxmaker.brokerd.serve import serve
-from boxmaker.core.errors import ConfigError
+from boxmaker.ipc.role import run_role
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,19 +30,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="accept the audit chain's first failure (see runbook.md#audit-chain-broken)",
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="brokerd %(levelname)s %(message)s"
+    return run_role(
+        "brokerd",
+        lambda: load_config(args.config, os.environ),
+        lambda config: serve(config, accept_break=args.accept_break),
     )
-    try:
-        config = load_config(args.config, os.environ)
-    except ConfigError as exc:
-        logging.getLogger("brokerd").error("%s", exc)
-        return 2
-    try:
-        return serve(config, accept_break=args.accept_break)
-    except StartupError as exc:
-        logging.getLogger("brokerd").error("%s", exc)
-        return 1
 
 
 if __name__ == "__main__":

@@ -12,15 +12,14 @@ import logging
 from pathlib import Path
 
 from boxmaker.brokerd.config import BrokerdConfig
-from boxmaker.brokerd.listener import StartupError
-from boxmaker.brokerd.runner import RefusingRuntime, Runtime
+from boxmaker.core.errors import StartupError
+from boxmaker.core.runbook import Runbook
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.sandbox.calls import Limits
 from boxmaker.sandbox.cgroups import CgroupError, Cgroups
+from boxmaker.sandbox.runner import RefusingRuntime, Runtime
 
 log = logging.getLogger(__name__)
-
-POINTER = "see runbook.md#sandbox-unavailable"
 
 
 def limits_of(config: BrokerdConfig) -> Limits:
@@ -66,5 +65,6 @@ def make_runtime(config: BrokerdConfig) -> Runtime:
 
 def _refuse_if(backend: str, problems: list[str]) -> None:
     if problems:
-        lines = [p.removesuffix(POINTER).rstrip("; ") for p in problems]
-        raise StartupError(f"runner {backend} cannot run here: {'; '.join(lines)}; {POINTER}")
+        pointer = Runbook.SANDBOX_UNAVAILABLE.pointer
+        lines = [p.removesuffix(pointer).rstrip("; ") for p in problems]
+        raise StartupError(f"runner {backend} cannot run here: {'; '.join(lines)}; {pointer}")

@@ -9,7 +9,7 @@ I/O: everything brokerd touches, wired together here. The order at startup:
     3. the socket directories (made if missing, modes set either way), stale
        socket files removed, bind, socket modes;
     4. one accept thread per socket (one thread per connection, up to each
-       socket's cap; see `listener`) and the expiry thread.
+       socket's cap; see `boxmaker.ipc.server`) and the expiry thread.
 
 SIGTERM or SIGINT stops accepting, lets the ledger step in progress finish, and
 removes the socket files. The lock is released when the process exits.
@@ -18,7 +18,6 @@ removes the socket files. The lock is released when the process exits.
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -38,14 +37,22 @@ from boxmaker.brokerd.descriptors import (
 )
 from boxmaker.brokerd.grants_dir import GrantsDir, own_places
 from boxmaker.brokerd.ledger import AuditSink, Ledger
-from boxmaker.brokerd.listener import StartupError, bind_socket, serve_forever
-from boxmaker.brokerd.runner import Runtime
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
+from boxmaker.core.errors import StartupError
+from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.ipc.role import block_stop_signals, wait_for_stop
+from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
+from boxmaker.sandbox.runner import Runtime
 
 log = logging.getLogger(__name__)
+
+BUSY_POINTER = Runbook.BROKER_BUSY.pointer
+BROKER_ACCEPTS = ("tool_request",)
+ADMIN_ACCEPTS = ("approvals", "check_grants", "status", "approve", "refuse")
 
 
 def now() -> str:
@@ -81,10 +88,10 @@ class Brokerd:
         self._started = clock()
 
     def start(self) -> None:
-        dir_mode, socket_mode = self.config.sockets.modes
-        broker_sock = bind_socket(self.config.broker_socket, dir_mode, socket_mode)
+        modes = link_modes(self.config.sockets.group_access)
+        broker_sock = bind_socket(self.config.broker_socket, modes)
         self._sockets.append(broker_sock)
-        admin_sock = bind_socket(self.config.admin_socket, dir_mode, socket_mode)
+        admin_sock = bind_socket(self.config.admin_socket, modes)
         self._sockets.append(admin_sock)
         broker = BrokerHandler(
             self.ledger,
@@ -95,8 +102,14 @@ class Brokerd:
             self.config.approvals.ttl_ms,
         )
         admin = AdminHandler(self.ledger, self.grants, self.table, self.status)
-        serve_forever(broker_sock, "broker.sock", broker, self.stopping, cap=self.caps.broker)
-        serve_forever(admin_sock, "admin.sock", admin, self.stopping, cap=self.caps.admin)
+        broker_rules = SocketRules(
+            "broker.sock", "brokerd", BROKER_ACCEPTS, self.caps.broker, BUSY_POINTER
+        )
+        admin_rules = SocketRules(
+            "admin.sock", "brokerd", ADMIN_ACCEPTS, self.caps.admin, BUSY_POINTER
+        )
+        serve_forever(broker_sock, broker_rules, broker, self.stopping)
+        serve_forever(admin_sock, admin_rules, admin, self.stopping)
         threading.Thread(
             target=expire_loop,
             args=(self.table, self.ledger, self.grants, self._clock, self.stopping),
@@ -149,11 +162,7 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     for line in started.lines:
         log.warning("%s", line)
 
-    # Block the stop signals before any thread starts (threads inherit the mask),
-    # then take them synchronously here: a Python-level handler waiting on an
-    # Event is not reliably woken, and brokerd must always stop on SIGTERM.
-    stop_signals = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
     daemon = Brokerd(config, started.writer, runtime, caps=caps)
     daemon.start()
     log.info(
@@ -163,8 +172,7 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
         config.grants_dir,
         config.runner.backend,
     )
-    received = signal.sigwait(stop_signals)
-    log.info("event=signal %s", signal.Signals(received).name)
+    log.info("event=signal %s", wait_for_stop())
     log.info("event=stopping")
     daemon.stop()
     log.info("event=stopped")

@@ -21,8 +21,6 @@ from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import SessionState
 
-STATE_POINTER = "see runbook.md#broker-state-damaged"
-
 
 class StateUnreadableError(Exception):
     """A session's state file exists but cannot be trusted."""

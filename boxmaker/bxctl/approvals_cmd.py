@@ -67,9 +67,8 @@ def _approval_id(text: str) -> int:
     return int(text)
 
 
-def _ask(args: argparse.Namespace, message: Message) -> Message:
-    path: Path = args.admin_socket or default_admin_socket()
-    return request(path, message, f"bxctl-{os.getpid()}")[-1].message
+def _ask(admin_socket: Path, message: Message) -> Message:
+    return request(admin_socket, message, f"bxctl-{os.getpid()}")[-1].message
 
 
 def _now() -> str:
@@ -146,26 +145,36 @@ def _no_such(approval: int, stream: TextIO | None) -> int:
     return EXIT_PROBLEM
 
 
-def cmd_approve(args: argparse.Namespace, stream: TextIO | None = None) -> int:
-    """Approve; the line goes to `stream` (standard output when None)."""
-    answer = _ask(args, Approve(approval=args.approval))
+def approve(admin_socket: Path, approval: int, stream: TextIO | None = None) -> int:
+    """Approve `approval` at brokerd's `admin_socket`; its line goes to `stream` (or stdout)."""
+    answer = _ask(admin_socket, Approve(approval=approval))
     if isinstance(answer, Error):
-        return _no_such(args.approval, stream)
+        return _no_such(approval, stream)
     if not isinstance(answer, ApproveResult):
         raise CliError(f"brokerd answered {answer.kind} to approve")
     if isinstance(answer.outcome, DeniedRecord):
-        _say(stream, f"approved {args.approval}: denied ({answer.outcome.reason})")
+        _say(stream, f"approved {approval}: denied ({answer.outcome.reason})")
         return EXIT_PROBLEM
-    _say(stream, f"approved {args.approval}: runs")
+    _say(stream, f"approved {approval}: runs")
     return EXIT_OK
 
 
-def cmd_refuse(args: argparse.Namespace, stream: TextIO | None = None) -> int:
-    """Refuse; the line goes to `stream` (standard output when None)."""
-    answer = _ask(args, Refuse(approval=args.approval, reason=args.reason))
+def refuse(
+    admin_socket: Path, approval: int, reason: str | None = None, stream: TextIO | None = None
+) -> int:
+    """Refuse `approval` at brokerd's `admin_socket`; its line goes to `stream` (or stdout)."""
+    answer = _ask(admin_socket, Refuse(approval=approval, reason=reason))
     if isinstance(answer, Error):
-        return _no_such(args.approval, stream)
+        return _no_such(approval, stream)
     if not isinstance(answer, Ok):
         raise CliError(f"brokerd answered {answer.kind} to refuse")
-    _say(stream, f"refused {args.approval}")
+    _say(stream, f"refused {approval}")
     return EXIT_OK
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    return approve(args.admin_socket or default_admin_socket(), args.approval)
+
+
+def cmd_refuse(args: argparse.Namespace) -> int:
+    return refuse(args.admin_socket or default_admin_socket(), args.approval, args.reason)

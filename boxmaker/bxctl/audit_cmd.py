@@ -28,9 +28,8 @@ from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
 from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
-
-CHAIN_BROKEN_POINTER = "see runbook.md#audit-chain-broken"
-DEFAULT_HOME = "/var/lib/boxmaker"
+from boxmaker.core.layout import home_from
+from boxmaker.core.runbook import Runbook
 
 
 def add_parser(commands: Any) -> None:
@@ -99,14 +98,14 @@ def report_lines(report: ChainReport) -> list[str]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    home: Path = args.home or Path(os.environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
+    home: Path = args.home or home_from(os.environ)
     # The verifier makes many short-lived objects and no reference cycles: the
     # cycle collector would only add pauses (about a tenth of the time on a big log).
     gc.disable()
     report = verify_home(home)
     if report.failure is not None:
         out(report.failure.render())
-        err(CHAIN_BROKEN_POINTER)
+        err(Runbook.AUDIT_CHAIN_BROKEN.pointer)
         return EXIT_PROBLEM
     for line in report_lines(report):
         out(line)

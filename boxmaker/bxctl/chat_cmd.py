@@ -53,7 +53,7 @@ from typing import IO, Any, TextIO
 
 import orjson
 
-from boxmaker.bxctl.approvals_cmd import cmd_approve, cmd_refuse, pending_items, write_block
+from boxmaker.bxctl.approvals_cmd import approve, pending_items, refuse, write_block
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser
 from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, stream
 from boxmaker.core.decisions import DenyReason
@@ -71,6 +71,7 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
 
 RESET = "\x1b[0m"
@@ -203,11 +204,11 @@ def unshown_rest(shown: str | None, answer: str) -> str | None:
 def _pointer(reason: DenyReason) -> str | None:
     match reason:
         case DenyReason.GRANTS_INVALID:
-            return "see runbook.md#grants-invalid"
+            return Runbook.GRANTS_INVALID.pointer
         case DenyReason.AUDIT_UNAVAILABLE:
-            return "see runbook.md#audit-unavailable"
+            return Runbook.AUDIT_UNAVAILABLE.pointer
         case DenyReason.STATE_UNREADABLE:
-            return "see runbook.md#broker-state-damaged"
+            return Runbook.BROKER_STATE_DAMAGED.pointer
         case (
             DenyReason.NO_GRANT
             | DenyReason.GRANT_EXPIRED
@@ -242,12 +243,11 @@ def handle_pending(
     out.flush()
     line = input.readline()
     line = line.removesuffix("\n").removesuffix("\r")
-    args = argparse.Namespace(approval=approval, admin_socket=admin_socket, reason=None)
     try:
         if line == str(approval):
-            cmd_approve(args, out)
+            approve(admin_socket, approval, out)
         else:
-            cmd_refuse(args, out)
+            refuse(admin_socket, approval, stream=out)
     except CliError as exc:
         out.write(f"approval {approval}: {exc.message}\n")
 
@@ -282,7 +282,7 @@ def stream_turn(
                 raise CliError(f"loopd refused the turn: {message.code}: {message.message}")
         if done is None:
             raise CliError(
-                "loopd ended the turn without an answer; see runbook.md#loopd-unavailable"
+                f"loopd ended the turn without an answer; {Runbook.LOOPD_UNAVAILABLE.pointer}"
             )
     except CliError:
         printer.end_blocks(out)  # the error's line starts a line of its own

@@ -1,40 +1,47 @@
-"""bxctl's one socket client: send one request, read its answers. Blocking I/O.
+"""bxctl's requests to brokerd and loopd, over the one client of `boxmaker.ipc.client`.
 
 A failure to connect, a closed connection before the final answer, a timeout or
 an `error` answer becomes a `CliError` with one line naming the socket and what
-to do.
+to do. Every socket is found under `BOXMAKER_HOME` (core.layout) unless an
+option names it.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 from boxmaker.bxctl.cli import CliError
-from boxmaker.core.connection import ClientConnection
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import (
+    ErrorCode,
+    NotAllowedError,
+    RequestError,
+    TimedOutError,
+    UnreachableError,
+)
+from boxmaker.core.layout import Home, home_from
 from boxmaker.core.messages import Envelope, Error, Message
+from boxmaker.core.runbook import Runbook
+from boxmaker.ipc.client import answers
 
-DEFAULT_HOME = "/var/lib/boxmaker"
 TIMEOUT_S = 30.0
 
 
 def home_dir() -> Path:
-    return Path(os.environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
+    return home_from(os.environ)
 
 
 def default_admin_socket() -> Path:
-    return home_dir() / "run" / "owner-broker" / "admin.sock"
+    return Home(home_dir()).admin_socket
 
 
 def default_loop_socket() -> Path:
-    return home_dir() / "run" / "loop" / "loop.sock"
+    return Home(home_dir()).loop_socket
 
 
-BROKERD = ("brokerd", "see runbook.md#broker-unavailable")
-LOOPD = ("loopd", "see runbook.md#loopd-unavailable")
+BROKERD = ("brokerd", Runbook.BROKER_UNAVAILABLE.pointer)
+LOOPD = ("loopd", Runbook.LOOPD_UNAVAILABLE.pointer)
 
 
 def stream(
@@ -45,33 +52,27 @@ def stream(
     server: tuple[str, str] = BROKERD,
     timeout_s: float | None = TIMEOUT_S,
 ) -> Iterator[Envelope]:
-    """Each answer to `message` sent on `path` as it arrives, the final one last."""
+    """Each answer to `message` sent on `path` as it arrives, the final one last.
+
+    `timeout_s` is a deadline for the whole exchange (None: none, for a turn that
+    may wait on the owner)."""
     name, pointer = server
-    conn = ClientConnection(request_id)
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(TIMEOUT_S)
-            sock.connect(str(path))
-            sock.sendall(conn.request(message))
-            sock.settimeout(timeout_s)
-            while not conn.done:
-                yield from conn.receive(sock.recv(65536))
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        raise CliError(
-            f"cannot reach {name} at {path} ({exc.strerror}): is it running? {pointer}"
-        ) from exc
-    except PermissionError as exc:
+        yield from answers(path, message, request_id, timeout_s)
+    except UnreachableError as exc:
+        raise CliError(f"cannot reach {name} at {path} ({exc}): is it running? {pointer}") from exc
+    except NotAllowedError as exc:
         raise CliError(f"not allowed to use {path}: run bxctl as the owner; {pointer}") from exc
-    except TimeoutError as exc:
+    except TimedOutError as exc:
         raise CliError(f"{name} did not answer on {path} in time; {pointer}") from exc
-    except (OSError, ProtocolError) as exc:
+    except RequestError as exc:
         raise CliError(f"the connection to {name} at {path} failed: {exc}; {pointer}") from exc
 
 
 def request(path: Path, message: Message, request_id: str) -> list[Envelope]:
     """Every answer to `message` sent on brokerd's socket `path`, the final one last."""
-    answers = list(stream(path, message, request_id))
-    final = answers[-1].message
+    answers_ = list(stream(path, message, request_id))
+    final = answers_[-1].message
     if isinstance(final, Error) and final.code is not ErrorCode.NO_SUCH_APPROVAL:
         raise CliError(f"brokerd refused the request: {final.code}: {final.message}")
-    return answers
+    return answers_

@@ -25,9 +25,8 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import CheckGrants, GrantsReport, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
 from boxmaker.core.reserved import install_places, reserved_places
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
-
-GRANTS_POINTER = "see runbook.md#grants-invalid"
 
 
 def add_parser(commands: Any) -> None:
@@ -104,7 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_OK
     for problem in problems:
         out(problem.render())
-    err(GRANTS_POINTER)
+    err(Runbook.GRANTS_INVALID.pointer)
     return EXIT_PROBLEM
 
 
@@ -131,7 +130,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for problem in grants.problems:
             out(problem.render())
         if grants.problems:
-            err(GRANTS_POINTER)
+            err(Runbook.GRANTS_INVALID.pointer)
     return EXIT_OK
 
 

@@ -17,8 +17,13 @@ directory: every role as that user, directories 0700, sockets 0600 (`--dev` asks
 for that as root too).
 
 Configuration and grant files are written only when missing (the grants seeded
-from grants.example/ when the directory is empty); supervisord's files are
+from the example grants when the directory is empty); supervisord's files are
 boxmaker's own and kept in step. `--dry-run` prints the steps and changes nothing.
+The example grants and supervisord's templates are package data
+(`boxmaker/bxctl/data/`, linked from the checkout's `grants.example/` and
+`supervisor.conf.d/`) read with importlib.resources, so a dev install works
+from an installed wheel as well as from a checkout. A root install also runs
+the checkout's `scripts/prepare-sandbox-host`, so it still needs a checkout.
 
 Dev mode also makes a small workspace (`--workspace`, default
 `~/boxmaker-workspace`): `notes/` with a welcome note, `notes/keys/` with a file
@@ -37,13 +42,17 @@ loopd restarts in a loop. `--no-probe` skips it.
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import os
 import pwd
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 import boxmaker
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
@@ -88,17 +97,25 @@ class Layout:
     log: Path
     run: Path  # supervisord's socket and pid file
     bin: Path  # the console scripts
-    source: Path  # the checkout: supervisor.conf.d/, grants.example/, scripts/
+    source: Path | None  # root install: the checkout, for scripts/prepare-sandbox-host
     owner: str
     workspace: Path | None = None  # dev mode: what the seeded grants point at
 
 
+def data_dir() -> Traversable:
+    """The package data: `grants.example/` and `supervisor.conf.d/`."""
+    return importlib.resources.files("boxmaker.bxctl") / "data"
+
+
 def source_dir() -> Path:
-    """The boxmaker checkout with the templates and example grants: this bxctl's, or cwd."""
+    """The boxmaker checkout with scripts/prepare-sandbox-host: this bxctl's, or cwd."""
     for here in (Path(__file__).resolve().parent.parent.parent, Path.cwd()):
-        if (here / "supervisor.conf.d").is_dir() and (here / "grants.example").is_dir():
+        if (here / "scripts" / "prepare-sandbox-host").is_file():
             return here
-    raise CliError("run bxctl install from a boxmaker checkout (its templates are not here)")
+    raise CliError(
+        "a root install runs scripts/prepare-sandbox-host: run bxctl install from a boxmaker "
+        "checkout"
+    )
 
 
 def layout_for(args: argparse.Namespace) -> Layout:
@@ -133,7 +150,7 @@ def layout_for(args: argparse.Namespace) -> Layout:
         log=prefix / "log",
         run=prefix / "run",
         bin=bin_dir,
-        source=source_dir(),
+        source=None,
         owner=pwd.getpwuid(os.getuid()).pw_name,
         workspace=(args.workspace or Path.home() / "boxmaker-workspace").absolute(),
     )
@@ -207,29 +224,40 @@ def _sandbox_ready() -> bool:
     return all(os.access(p, os.W_OK) for p in SANDBOX_CGROUPS) and Path("/usr/bin/bwrap").exists()
 
 
+def _with_header(header: str, config: dict[str, Any]) -> str:
+    """`config` as TOML (tomli-w does the quoting), after `header`'s lines as comments."""
+    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    return comments + tomli_w.dumps(config)
+
+
 def brokerd_toml(layout: Layout, backend: str) -> str:
-    return (
-        "# brokerd.toml, written by bxctl install; every key not named has its default\n"
-        f'[paths]\nhome = "{layout.home}"\ngrants = "{layout.etc}/grants"\n\n'
-        f"[sockets]\ngroup_access = {'true' if layout.root else 'false'}\n\n"
-        f'[runner]\nbackend = "{backend}"\n'
+    return _with_header(
+        "brokerd.toml, written by bxctl install; every key not named has its default",
+        {
+            "paths": {"home": str(layout.home), "grants": str(layout.etc / "grants")},
+            "sockets": {"group_access": layout.root},
+            "runner": {"backend": backend},
+        },
     )
 
 
 def loopd_toml(layout: Layout) -> str:
-    return (
-        "# loopd.toml, written by bxctl install; every key not named has its default\n"
-        f'[paths]\nhome = "{layout.home}"\n\n'
-        '[model]\npath = ""  # the embedded default model; name a GGUF file to use your own\n\n'
-        f"[sockets]\ngroup_access = {'true' if layout.root else 'false'}\n"
+    return _with_header(
+        "loopd.toml, written by bxctl install; every key not named has its default\n"
+        '[model] path "" is the embedded default model; name a GGUF file to use your own',
+        {
+            "paths": {"home": str(layout.home)},
+            "model": {"path": ""},
+            "sockets": {"group_access": layout.root},
+        },
     )
 
 
 def supervisor_files(layout: Layout) -> list[File]:
-    templates = layout.source / "supervisor.conf.d"
+    templates = data_dir() / "supervisor.conf.d"
     files = []
     for name in PROGRAMS:
-        text = (templates / name).read_text()
+        text = (templates / name).read_text(encoding="utf-8")
         role = name.removesuffix(".conf")
         user = f"user={ROLE_USERS[role]}" if layout.root and role in ROLE_USERS else ""
         rendered = text.format(bin=layout.bin, etc=layout.etc, log=layout.log, user=user)
@@ -237,7 +265,7 @@ def supervisor_files(layout: Layout) -> list[File]:
     owner_group = layout.owner if not layout.root else _primary_group(layout.owner)
     main = (
         (templates / "supervisord.conf")
-        .read_text()
+        .read_text(encoding="utf-8")
         .format(
             run=layout.run,
             log=layout.log,
@@ -311,13 +339,15 @@ def plan(layout: Layout) -> list[Step]:
     if layout.workspace is not None:
         steps += workspace_steps(layout.workspace)
     if not any(grants.glob("*.toml")):
-        for example in sorted((layout.source / "grants.example").glob("*.toml")):
-            text = example.read_text()
+        entries = (data_dir() / "grants.example").iterdir()
+        examples = sorted((e for e in entries if e.name.endswith(".toml")), key=lambda e: e.name)
+        for example in examples:
+            text = example.read_text(encoding="utf-8")
             if layout.workspace is not None:
                 text = text.replace(EXAMPLE_HOME, str(layout.workspace))
             steps.append(File(grants / example.name, text, 0o640, *grant_owner, keep=True))
     steps += supervisor_files(layout)
-    if layout.root:
+    if layout.source is not None:
         steps.append(
             Command(
                 (

@@ -26,6 +26,7 @@ import posixpath
 from collections.abc import Callable, Iterable
 
 from boxmaker.core.paths import is_inside, is_valid_path
+from boxmaker.core.runbook import Runbook
 
 Place = tuple[str, str]  # (what it is, absolute path)
 
@@ -62,6 +63,6 @@ def reserved_problem(path: str, places: Iterable[Place]) -> str | None:
         if is_inside(place, path) or is_inside(path, place):
             return (
                 f"the path {path!r} reaches boxmaker's own {what} ({place}): no grant may"
-                " cover it; see runbook.md#grant-covers-boxmaker"
+                f" cover it; {Runbook.GRANT_COVERS_BOXMAKER.pointer}"
             )
     return None

@@ -1,7 +1,8 @@
 """loopd's tool port: one tool call sent to brokerd over broker.sock, its answer awaited.
 
-I/O: one Unix-socket connection per call. Waiting is bounded by deadlines, not
-per-read timeouts, so a peer that trickles bytes cannot hold a turn for ever:
+I/O: one Unix-socket connection per call (`boxmaker.ipc.client`). Waiting is
+bounded by deadlines, not per-read timeouts, so a peer that trickles bytes cannot
+hold a turn for ever:
 
     before the first frame     until timeout_ms after the call began
     after a pending frame      until the frame's `expires` plus timeout_ms
@@ -14,13 +15,11 @@ carry it.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from boxmaker.core.connection import ClientConnection
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import RequestError, RequestTooLargeError
 from boxmaker.core.messages import (
     DeniedResponse,
     FailedResponse,
@@ -29,7 +28,9 @@ from boxmaker.core.messages import (
     ToolRequest,
     ToolResponse,
 )
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ UNAVAILABLE = "the tool broker is unavailable"
 TOO_LARGE = "the request is too large for the tool broker"
 NO_FINAL = "the tool broker gave no final answer"
 NOT_CONFIGURED = "no tool broker is configured"
-POINTER = "see runbook.md#broker-unavailable"
+POINTER = Runbook.BROKER_UNAVAILABLE.pointer
 MAX_WAIT_S = 366 * 24 * 3600.0  # an expiry further off than this is not a real one
 
 OnPending = Callable[[PendingApprovalResponse], None]
@@ -62,46 +63,33 @@ class BrokerPort:
 
     def call(self, request: ToolRequest, on_pending: OnPending) -> ToolResponse:
         """brokerd's final answer to `request`, or `failed` with the port's own sentence."""
-        conn = ClientConnection(request.call)
         try:
-            payload = conn.request(request)
-        except ProtocolError as exc:
-            if exc.code is ErrorCode.TOO_LARGE:
-                return FailedResponse(message=TOO_LARGE)
-            raise
+            sent = Request(
+                self.path, request, request.call, self.timeout_s, monotonic=self._monotonic
+            )
+        except RequestTooLargeError:
+            return FailedResponse(message=TOO_LARGE)
         if self.timeout_s <= 0:
             return self._unavailable("timeout_ms is 0")
-        deadline = self._monotonic() + self.timeout_s
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(self.timeout_s)
-                sock.connect(str(self.path))
-                sock.sendall(payload)
-                while True:
-                    left = deadline - self._monotonic()
-                    if left <= 0:
-                        return self._unavailable("no answer before the deadline")
-                    sock.settimeout(left)
-                    data = sock.recv(65536)
-                    for envelope in conn.receive(data):
-                        message = envelope.message
-                        if envelope.final:
-                            if isinstance(message, PendingApprovalResponse):
-                                return FailedResponse(message=NO_FINAL)
-                            if isinstance(message, _FINAL):
-                                return message
-                            return self._unavailable(f"a final {message.kind}")
-                        if not isinstance(message, PendingApprovalResponse):
-                            return self._unavailable(f"a non-final {message.kind}")
-                        wait = self._wait_after(message.expires)
-                        if wait is None:
-                            return self._unavailable("an expiry too far off")
-                        deadline = self._monotonic() + wait
-                        on_pending(message)
-        except TimeoutError:
-            return self._unavailable("no answer before the deadline")
-        except (OSError, ProtocolError) as exc:
+            for envelope in sent.answers():
+                message = envelope.message
+                if envelope.final:
+                    if isinstance(message, PendingApprovalResponse):
+                        return FailedResponse(message=NO_FINAL)
+                    if isinstance(message, _FINAL):
+                        return message
+                    return self._unavailable(f"a final {message.kind}")
+                if not isinstance(message, PendingApprovalResponse):
+                    return self._unavailable(f"a non-final {message.kind}")
+                wait = self._wait_after(message.expires)
+                if wait is None:
+                    return self._unavailable("an expiry too far off")
+                sent.wait(wait)
+                on_pending(message)
+        except RequestError as exc:
             return self._unavailable(str(exc))
+        return self._unavailable("no final answer")  # answers() ends with the final one
 
     def _wait_after(self, expires: str) -> float | None:
         """Seconds from now until `expires` plus timeout_ms; None if that is absurd."""

@@ -27,9 +27,9 @@ from pydantic_settings import (
 )
 
 from boxmaker.core.errors import ConfigError
+from boxmaker.core.layout import DEFAULT_HOME, Home
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
-DEFAULT_HOME = Path("/var/lib/boxmaker")
 KNOWN_VARIABLES = ("BOXMAKER_HOME",)
 NO_BROKER = "none"
 
@@ -81,14 +81,14 @@ class LoopdConfig(RoleSettingsBase):
 
     @property
     def loop_socket(self) -> Path:
-        return Path(self.sockets.loop or self.home / "run" / "loop" / "loop.sock")
+        return Path(self.sockets.loop or Home(self.home).loop_socket)
 
     @property
     def broker_socket(self) -> Path | None:
         """broker.sock, or None when `[broker] socket = "none"`."""
         if self.broker.socket == NO_BROKER:
             return None
-        return Path(self.broker.socket or self.home / "run" / "loop-broker" / "broker.sock")
+        return Path(self.broker.socket or Home(self.home).broker_socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> LoopdConfig:

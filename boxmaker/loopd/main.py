@@ -18,34 +18,34 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from boxmaker import __version__
 from boxmaker.core.chat_format import GEMMA, ChatFormat, format_for
-from boxmaker.core.errors import ConfigError
+from boxmaker.core.errors import StartupError
+from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.ipc.role import block_stop_signals, run_role, wait_for_stop
+from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
-from boxmaker.loopd.serve import LoopServer, bind
+from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 
 log = logging.getLogger("loopd")
 
-SELFTEST_POINTER = "see runbook.md#loopd-selftest-failed"
-
-
-class StartupError(Exception):
-    """loopd cannot start; one line saying what to do."""
+SELFTEST_POINTER = Runbook.LOOPD_SELFTEST_FAILED.pointer
 
 
 def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
@@ -154,14 +154,12 @@ def serve_turns(
     broker_socket = config.broker_socket
     port = None
     if broker_socket is None:
-        log.warning("event=no_broker %s; see runbook.md#broker-unavailable", NOT_CONFIGURED)
+        log.warning("event=no_broker %s; %s", NOT_CONFIGURED, Runbook.BROKER_UNAVAILABLE.pointer)
     else:
         port = BrokerPort(broker_socket, config.broker.timeout_ms)
     turns = TurnLoop(model, chat_format, SessionLogs(config.home), port, limits)
-    stop_signals = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    dir_mode, socket_mode = (0o2750, 0o660) if config.sockets.group_access else (0o700, 0o600)
-    listening = bind(socket_path, dir_mode, socket_mode)
+    block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
+    listening = bind_socket(socket_path, link_modes(config.sockets.group_access), backlog=16)
     started = format_timestamp(datetime.now(UTC))
 
     def status() -> StatusReport:
@@ -175,8 +173,7 @@ def serve_turns(
         broker_socket,
         chat_format.name,
     )
-    received = signal.sigwait(stop_signals)
-    log.info("event=stopping signal=%s", signal.Signals(received).name)
+    log.info("event=stopping signal=%s", wait_for_stop())
     server.stopping.set()
     listening.close()
     socket_path.unlink(missing_ok=True)
@@ -202,25 +199,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workspace", type=Path, required=True, help="the folder the example grants point at"
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="loopd %(levelname)s %(message)s"
+    return run_role(
+        "loopd", lambda: load_config(args.config, os.environ), partial(run_command, args)
     )
-    try:
-        config = load_config(args.config, os.environ)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return 2
-    try:
-        if args.command == "probe":
-            probed = probe(config)
-            print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
-            return 0
-        if args.command == "demo":
-            return demo(config, args.socket.absolute(), args.workspace.absolute())
-        return serve(config)
-    except (StartupError, OSError) as exc:
-        log.error("%s", exc)
-        return 1
+
+
+def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
+    """The command `args` names, with `config`."""
+    if args.command == "probe":
+        probed = probe(config)
+        print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+        return 0
+    if args.command == "demo":
+        return demo(config, args.socket.absolute(), args.workspace.absolute())
+    return serve(config)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.runbook import Runbook
+
 PROBE_TOKENS = 4
 PROBE_CONTEXT = 256
 PROBE_TIMEOUT_S = 300.0
-POINTER = "see runbook.md#loopd-model-crashed"
+POINTER = Runbook.LOOPD_MODEL_CRASHED.pointer
 _WHY = {
     signal.SIGILL: "an illegal instruction: this llama-cpp-python build uses CPU"
     " instructions this host lacks; rebuild it with scripts/build-llama-cpp",

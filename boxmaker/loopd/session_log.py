@@ -27,8 +27,9 @@ from boxmaker.core.chat_format import Role, Turn
 from boxmaker.core.decisions import Strict
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
+from boxmaker.core.runbook import Runbook
 
-POINTER = "see runbook.md#session-log-damaged"
+POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
 
 
 class UserEntry(Strict):

@@ -20,7 +20,6 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.sandbox.calls import (
     CA_INSIDE,
     DEFAULT_CA_FILE,
@@ -38,12 +37,12 @@ from boxmaker.sandbox.egress import EgressProxy
 from boxmaker.sandbox.held import HeldSpec, run_holding
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
+from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 log = logging.getLogger(__name__)
 
 BWRAP = "/usr/bin/bwrap"
 NOBODY = 65534
-PREFLIGHT_POINTER = "see runbook.md#sandbox-unavailable"
 
 
 def bwrap_argv(held: HeldSpec, egress_socket: Path | None, ca_file: Path) -> list[str]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.core.args import HttpFetchArgs, ReadFileArgs, ShellArgs, WriteFileArgs
 from boxmaker.sandbox.held import HeldSpec
+from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 TOOLKIT_SOURCE = (Path(__file__).with_name("toolkit.py")).read_text()
 SANDBOX_PYTHON = "/usr/bin/python3"

@@ -21,11 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.runbook import Runbook
+
 log = logging.getLogger(__name__)
 
 BASE = Path("/sys/fs/cgroup")
 PARENT = "boxmaker"
-PREPARE_HINT = "run scripts/prepare-sandbox-host as root; see runbook.md#sandbox-unavailable"
+PREPARE_HINT = f"run scripts/prepare-sandbox-host as root; {Runbook.SANDBOX_UNAVAILABLE.pointer}"
 
 
 class CgroupError(Exception):

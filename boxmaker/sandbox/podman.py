@@ -65,7 +65,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from boxmaker.brokerd.runner import RunError, RunFailure, RunOutput, RunSpec
+from boxmaker.core.runbook import Runbook
 from boxmaker.sandbox.calls import (
     CA_INSIDE,
     DEFAULT_CA_FILE,
@@ -82,6 +82,7 @@ from boxmaker.sandbox.egress import EgressProxy
 from boxmaker.sandbox.held import HeldSpec, run_holding
 from boxmaker.sandbox.process import exchange
 from boxmaker.sandbox.resolvers import Resolver
+from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,6 @@ BACKSTOP_S = 5  # --timeout fires this long after the client-side deadline
 KILLED_STATUS = 137  # 128 + SIGKILL: the container's main process was killed
 PODMAN_CALL_TIMEOUT_S = 60.0  # for `podman rm` and `podman ps`
 UNIFIED = Path("/sys/fs/cgroup/unified")
-PREFLIGHT_POINTER = "see runbook.md#sandbox-unavailable"
 
 ROOTFS_DIRS = ("usr", "tmp", "proc", "dev", "run")
 ROOTFS_LINKS = (
@@ -309,7 +309,7 @@ class PodmanRuntime:
     def preflight(rootfs: Path | None = None) -> list[str]:
         """What this host lacks for the runtime, one line each (empty: ready)."""
         rootfs = rootfs if rootfs is not None else DEFAULT_ROOTFS
-        fix = f"; {PREFLIGHT_POINTER}"
+        fix = f"; {Runbook.SANDBOX_UNAVAILABLE.pointer}"
         problems = []
         if shutil.which(PODMAN) is None:
             problems.append(f"podman is not installed at {PODMAN} (apt-get install podman){fix}")

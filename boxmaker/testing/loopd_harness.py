@@ -48,9 +48,10 @@ from boxmaker.core.messages import (
     encode_envelope,
 )
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.model import Generation, Model
-from boxmaker.loopd.serve import LoopServer, bind
+from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.brokerd_harness import exchange, make_home, wait_until
@@ -216,7 +217,7 @@ def start_loopd(
         limits if limits is not None else TurnLimits(),
         clock if clock is not None else _now,
     )
-    listening = bind(home / LOOP_SOCKET)
+    listening = bind_socket(home / LOOP_SOCKET, backlog=16)
     server = LoopServer(turns, listening)
     thread = threading.Thread(target=server.serve, name="loopd-accept", daemon=True)
     thread.start()
@@ -309,7 +310,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._listening = bind(path)
+        self._listening = bind_socket(path, backlog=16)
         self._listening.settimeout(0.05)
         self._accepting = threading.Thread(target=self._accept, name="scripted-accept")
         self._accepting.start()

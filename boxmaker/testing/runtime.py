@@ -1,6 +1,6 @@
 """A runtime that records every spec it is given and answers as it is told.
 
-It implements `boxmaker.brokerd.runner.Runtime`: tests read `specs` to see what
+It implements `boxmaker.sandbox.runner.Runtime`: tests read `specs` to see what
 would have run (mounts, egress, arguments) and set `answer` to choose the outcome.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from boxmaker.brokerd.runner import RunError, RunOutput, RunSpec
+from boxmaker.sandbox.runner import RunError, RunOutput, RunSpec
 
 
 class RecordingRuntime:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from boxmaker.brokerd.runner import Runtime, run
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import Grant, GrantSet
 from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
 from boxmaker.sandbox.calls import Limits
+from boxmaker.sandbox.runner import Runtime, run
 
 NOW = "2026-11-30T12:00:00.000Z"
 LIMITS = Limits(timeout_s=4.0, memory_bytes=96 * 1024 * 1024, pids=16, output_bytes=1000)

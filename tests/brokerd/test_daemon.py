@@ -13,7 +13,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.brokerd.runner import RunFailure
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.messages import (
     Approvals,
@@ -27,6 +26,7 @@ from boxmaker.core.messages import (
     Refuse,
     ToolRequest,
 )
+from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.brokerd_harness import (
     ADMIN_SOCKET,
     BROKER_SOCKET,

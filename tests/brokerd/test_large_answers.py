@@ -15,8 +15,7 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.config import MAX_OUTPUT_BYTES, load_config
-from boxmaker.brokerd.runner import RunOutput
-from boxmaker.bxctl.chat_cmd import RESET, handle_pending
+from boxmaker.bxctl.chat_cmd import handle_pending
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit_records import ResultEvent
 from boxmaker.core.errors import ConfigError
@@ -32,6 +31,7 @@ from boxmaker.core.messages import (
     ToolRequest,
     encode_envelope,
 )
+from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.brokerd_harness import (
     InProcessBrokerd,
     running_brokerd,
@@ -149,7 +149,7 @@ def test_chat_finds_a_large_ask_on_a_later_page(
     out = io.StringIO()
     handle_pending(brokerd.admin_socket, max(waiting), False, brokerd.clock(), io.StringIO(), out)
     text = out.getvalue()
-    assert text.startswith(f"{RESET}{max(waiting)}  "), text[:200]
+    assert text.startswith(f"{max(waiting)}  "), text[:200]  # not a terminal: no reset
     assert "no longer pending" not in text
 
 

@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.ledger import NOT_RECORDED
-from boxmaker.brokerd.runner import RunOutput
 from boxmaker.core.audit_records import DecisionEvent, ResultEvent, ResultStatus
 from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.labels import DataClass
@@ -26,6 +25,7 @@ from boxmaker.core.messages import (
     ToolRequest,
     encode_envelope,
 )
+from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.brokerd_harness import (
     InProcessBrokerd,
     running_brokerd,
@@ -180,7 +180,7 @@ def test_a_state_file_that_cannot_be_written_sends_no_content(
 
 
 def test_a_failed_run_changes_no_state(tmp_path: Path) -> None:
-    from boxmaker.brokerd.runner import RunError, RunFailure
+    from boxmaker.sandbox.runner import RunError, RunFailure
 
     write_grant(
         tmp_path / "grants",

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,23 @@ def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
     main = (prefix / "etc" / "supervisord.conf").read_text()
     assert f"file={prefix}/run/supervisor.sock" in main
     assert "chmod=0700" in main
+
+
+def test_config_paths_with_quotes_and_backslashes_round_trip(tmp_path: Path) -> None:
+    """The TOML files are written by tomli-w: a `"` or `\\` in a path is data, not syntax."""
+    prefix = tmp_path / 'a"b\\c'
+    done = _install(prefix)
+    assert done.returncode == 0, done.stderr
+    etc = prefix / "etc"
+    brokerd = tomllib.loads((etc / "brokerd.toml").read_text())
+    assert brokerd["paths"] == {"home": str(prefix / "home"), "grants": str(etc / "grants")}
+    assert brokerd["sockets"] == {"group_access": False}
+    loopd = tomllib.loads((etc / "loopd.toml").read_text())
+    assert loopd == {
+        "paths": {"home": str(prefix / "home")},
+        "model": {"path": ""},
+        "sockets": {"group_access": False},
+    }
 
 
 def test_a_second_install_changes_nothing(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Every call is built the way brokerd builds it: grants parsed with
 `parse_grant_file`, a request decided by `boxmaker.core.policy.decide`, and
-`boxmaker.brokerd.runner.run` (which builds the `RunSpec`). The checks are those
+`boxmaker.sandbox.runner.run` (which builds the `RunSpec`). The checks are those
 of the sandbox issue: golden argument lists per tool; no route out; only the
 mounts visible; read-only grants; write_file and symlinks cannot leave the
 mount; a symlinked grant path is refused before anything runs; memory, process
@@ -34,7 +34,6 @@ from typing import Any
 
 import pytest
 
-from boxmaker.brokerd.runner import RunFailure, RunSpec, build_spec
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
@@ -43,6 +42,7 @@ from boxmaker.sandbox.bwrap import bwrap_argv
 from boxmaker.sandbox.calls import PROXY_INSIDE, Limits
 from boxmaker.sandbox.held import Held, HeldSpec, Mask
 from boxmaker.sandbox.podman import podman_argv
+from boxmaker.sandbox.runner import RunFailure, RunSpec, build_spec
 from boxmaker.testing.sandbox_tree import (
     LIMITS,
     NOW,
@@ -400,7 +400,7 @@ def test_time_limit_holds(sandbox: Sandbox) -> None:
 CHILD = """
 import json, sys
 from pathlib import Path
-from boxmaker.brokerd.runner import run
+from boxmaker.sandbox.runner import run
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.messages import ToolRequest

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.brokerd.runner import RunFailure
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.grants import Grant
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import FailedResponse, ResultResponse
 from boxmaker.core.policy import Decision, Denial
 from boxmaker.sandbox.bwrap import BWRAP
+from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.sandbox_fixtures import require
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 

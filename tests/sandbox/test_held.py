@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.brokerd.runner import RunFailure, RunSpec, build_spec
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import Decision, SessionState, decide
 from boxmaker.sandbox import toolkit
 from boxmaker.sandbox.held import HeldSpec, HoldError, hold
+from boxmaker.sandbox.runner import RunFailure, RunSpec, build_spec
 from boxmaker.testing.sandbox_tree import NOW, grant
 
 AUTO = 'mode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'

@@ -1,5 +1,9 @@
 """The runner seam: from a `Decision` to a `RunSpec`, and a `Runtime` that runs it.
 
+brokerd's broker calls `run` with each allowed call and the configured runtime
+(`boxmaker.sandbox.bwrap`, `boxmaker.sandbox.podman`, or `RefusingRuntime`); the
+runtimes import the types here and nothing of brokerd's.
+
 No I/O here; runtimes do it. `RunSpec` is built only by `build_spec` in this
 module (its constructor demands a module-private token), from a `Decision`,
 which only policy can build: so a spec in a runtime's hands proves the call was
@@ -104,7 +108,7 @@ class RunSpec:
         egress: tuple[str, ...] | None,
     ) -> None:
         if token is not _TOKEN:
-            raise TypeError("RunSpec is built only by boxmaker.brokerd.runner")
+            raise TypeError("RunSpec is built only by boxmaker.sandbox.runner")
         object.__setattr__(self, "tool", tool)
         object.__setattr__(self, "arguments", arguments)
         object.__setattr__(self, "mounts", mounts)

@@ -1,4 +1,4 @@
-"""brokerd's accept loop under load: caps per socket, refusals over them, accept
+"""The one server's accept loop under load: caps per socket, refusals over them, accept
 failures backed off, and idle or vanished clients logged as one info line.
 
 The accept loop runs on real Unix sockets, with handlers written here; the last
@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.descriptors import ConnectionCaps
-from boxmaker.brokerd.listener import Connection, bind_socket, serve_forever
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode, ProtocolError
@@ -30,9 +29,16 @@ from boxmaker.core.messages import (
     Ok,
     ToolRequest,
 )
+from boxmaker.ipc.server import (
+    REQUEST_TIMEOUT_S,
+    Connection,
+    SocketRules,
+    bind_socket,
+    serve_forever,
+)
 from boxmaker.testing.brokerd_harness import exchange, make_home, running_brokerd, wait_until
 
-LISTENER = "boxmaker.brokerd.listener"
+LISTENER = "boxmaker.ipc.server"
 
 
 @pytest.fixture
@@ -52,6 +58,13 @@ def listening(path: Path) -> Iterator[socket.socket]:
     sock = bind_socket(path)
     yield sock
     sock.close()
+
+
+def rules(cap: int, timeout_s: float = REQUEST_TIMEOUT_S) -> SocketRules:
+    """broker.sock's rules, accepting the approvals requests these tests send."""
+    return SocketRules(
+        "broker.sock", "brokerd", ("approvals",), cap, "see runbook.md#broker-busy", timeout_s
+    )
 
 
 def connect(path: Path) -> socket.socket:
@@ -95,7 +108,9 @@ class Gated:
     def accept(self) -> tuple[socket.socket, object]:
         if not self.open.wait(0.2):
             raise TimeoutError
-        return self.sock.accept()
+        accepted = self.sock.accept()
+        self.open.wait(10)  # taken while the gate was shut: handed over once it opens
+        return accepted
 
 
 def test_a_connection_over_the_cap_is_answered_unavailable_with_its_id(
@@ -103,7 +118,7 @@ def test_a_connection_over_the_cap_is_answered_unavailable_with_its_id(
 ) -> None:
     gated = Gated(listening)
     handler = Holding()
-    serve_forever(gated, "broker.sock", handler, stopping, cap=2)
+    serve_forever(gated, rules(cap=2), handler, stopping)
     held = []
     for n in range(2):
         sock = connect(path)
@@ -157,7 +172,7 @@ def test_a_client_that_sends_nothing_is_one_info_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
-    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2, timeout_s=0.2)
+    serve_forever(listening, rules(cap=2, timeout_s=0.2), Holding(), stopping)
     with connect(path) as idle:
 
         def logged() -> bool:
@@ -180,7 +195,7 @@ def test_a_client_that_leaves_early_is_one_info_line(
     sent: bytes,
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
-    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2)
+    serve_forever(listening, rules(cap=2), Holding(), stopping)
     with connect(path) as leaving:
         leaving.sendall(sent)
 
@@ -220,7 +235,7 @@ def test_accept_failures_back_off_and_are_logged_once_without_a_traceback(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
     listening = FailingListening(6, stopping)
-    serve_forever(listening, "broker.sock", Holding(), stopping, cap=2)
+    serve_forever(listening, rules(cap=2), Holding(), stopping)
     assert listening.done.wait(10)
     gaps = [b - a for a, b in zip(listening.attempts, listening.attempts[1:], strict=False)]
     # 10, 20, 40, 80, 160 ms at least: each wait at least the one before

@@ -7,7 +7,13 @@ import pickle
 
 import pytest
 
-from boxmaker.brokerd.runner import (
+from boxmaker.core.args import ToolName
+from boxmaker.core.grant_loading import parse_grant_file
+from boxmaker.core.grants import GrantSet
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.policy import Decision, SessionState, decide
+from boxmaker.sandbox.runner import (
     Mount,
     RefusingRuntime,
     RunError,
@@ -17,12 +23,6 @@ from boxmaker.brokerd.runner import (
     build_spec,
     run,
 )
-from boxmaker.core.args import ToolName
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import GrantSet
-from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
-from boxmaker.core.policy import Decision, SessionState, decide
 from boxmaker.testing.runtime import RecordingRuntime
 
 NOW = "2026-11-30T12:00:00.000Z"

@@ -1,0 +1,37 @@
+"""The runbook's entries: one member per `## <anchor>` heading in runbook.md. Pure; no I/O.
+
+A message that sends the operator to the runbook ends with `Runbook.X.pointer`,
+`see runbook.md#<anchor>`, never with the text written out by hand, so every
+pointer names an entry that exists. `tests/test_runbook.py` fails when this
+table and the document's headings differ.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Runbook(StrEnum):
+    """An entry of runbook.md; the value is its anchor."""
+
+    GRANTS_INVALID = "grants-invalid"
+    GRANT_COVERS_BOXMAKER = "grant-covers-boxmaker"
+    AUDIT_CHAIN_BROKEN = "audit-chain-broken"
+    AUDIT_RECOVERED = "audit-recovered"
+    BROKERD_ALREADY_RUNNING = "brokerd-already-running"
+    AUDIT_UNAVAILABLE = "audit-unavailable"
+    BROKER_STATE_DAMAGED = "broker-state-damaged"
+    SOCKET_FORBIDDEN = "socket-forbidden"
+    BROKER_UNAVAILABLE = "broker-unavailable"
+    BROKER_BUSY = "broker-busy"
+    SANDBOX_UNAVAILABLE = "sandbox-unavailable"
+    LOOPD_UNAVAILABLE = "loopd-unavailable"
+    LOOPD_BUSY = "loopd-busy"
+    LOOPD_SELFTEST_FAILED = "loopd-selftest-failed"
+    LOOPD_MODEL_CRASHED = "loopd-model-crashed"
+    SESSION_LOG_DAMAGED = "session-log-damaged"
+
+    @property
+    def pointer(self) -> str:
+        """`see runbook.md#<anchor>`, the words a message ends with."""
+        return f"see runbook.md#{self.value}"

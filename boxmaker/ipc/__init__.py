@@ -1,0 +1,10 @@
+"""The I/O layer every role stands on: sockets, role processes, durable files.
+
+Shared like `boxmaker.sandbox`, never a role: it imports only `boxmaker.core`.
+
+    server   bind a link's socket, accept with a cap and back-off, read a request
+             by its deadline, answer (`serve_forever`, `Connection`)
+    client   one request and its answers by a deadline (`Request`)
+    role     a role's logging, configuration, stop signals and exit status
+    files    atomic, durable file replacement
+"""

@@ -1,0 +1,107 @@
+"""The one socket client of every role: connect, send one request, read its answers by a deadline.
+
+I/O: one Unix-socket connection per request. Waiting is bounded by a deadline, not
+by a per-read timeout, so a peer that trickles bytes cannot hold the caller for
+ever; the caller may move the deadline between answers (loopd's tool port waits
+until an approval's expiry once brokerd says the call waits for the owner). A
+request with no deadline (`bxctl chat`, whose turn may wait on the owner) still
+connects within CONNECT_TIMEOUT_S.
+
+Every way a request can fail is one `RequestError` (boxmaker.core.errors) whose
+text is the cause in a few words; the caller adds who it was talking to and the
+runbook pointer:
+
+    UnreachableError       no socket at the path, or nobody listening   the strerror
+    NotAllowedError        the kernel refused (the socket's modes)       the strerror
+    TimedOutError          the deadline passed                           LATE
+    RequestTooLargeError   the request does not fit in a frame           nothing was sent
+    BrokenError            any other failure, a protocol error included  what failed
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from boxmaker.core.connection import ClientConnection
+from boxmaker.core.errors import (
+    BrokenError,
+    ErrorCode,
+    NotAllowedError,
+    ProtocolError,
+    RequestTooLargeError,
+    TimedOutError,
+    UnreachableError,
+)
+from boxmaker.core.messages import Envelope, Message
+
+CONNECT_TIMEOUT_S = 30.0
+LATE = "no answer before the deadline"
+
+
+class Request:
+    """One request on the socket at `path`; iterate `answers()` for its answers."""
+
+    def __init__(
+        self,
+        path: Path,
+        message: Message,
+        request_id: str,
+        timeout_s: float | None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self._conn = ClientConnection(request_id)
+        try:
+            self._payload = self._conn.request(message)
+        except ProtocolError as exc:
+            if exc.code is ErrorCode.TOO_LARGE:
+                raise RequestTooLargeError(exc.message) from exc
+            raise
+        self._monotonic = monotonic
+        self.deadline: float | None = None
+        self.wait(timeout_s)
+
+    def wait(self, seconds: float | None) -> None:
+        """Move the deadline to `seconds` from now (None: no deadline)."""
+        self.deadline = None if seconds is None else self._monotonic() + seconds
+
+    def _left(self) -> float | None:
+        if self.deadline is None:
+            return None
+        left = self.deadline - self._monotonic()
+        if left <= 0:
+            raise TimeoutError(LATE)
+        return left
+
+    def answers(self) -> Iterator[Envelope]:
+        """Each answer as it arrives, the final one last; a RequestError if that fails."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                left = self._left()
+                sock.settimeout(CONNECT_TIMEOUT_S if left is None else min(left, CONNECT_TIMEOUT_S))
+                sock.connect(str(self.path))
+                sock.settimeout(self._left())
+                sock.sendall(self._payload)
+                while not self._conn.done:
+                    sock.settimeout(self._left())
+                    data = sock.recv(65536)
+                    yield from self._conn.receive(data)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise UnreachableError(exc.strerror or str(exc)) from exc
+        except PermissionError as exc:
+            raise NotAllowedError(exc.strerror or str(exc)) from exc
+        except TimeoutError as exc:
+            raise TimedOutError(LATE) from exc
+        except (OSError, ProtocolError) as exc:
+            raise BrokenError(str(exc)) from exc
+
+
+def answers(
+    path: Path, message: Message, request_id: str, timeout_s: float | None
+) -> Iterator[Envelope]:
+    """Each answer to `message` sent on `path`, by a deadline `timeout_s` from now."""
+    return Request(path, message, request_id, timeout_s).answers()

@@ -1,0 +1,1 @@
+boxmaker/bxctl/data/supervisor.conf.d
