@@ -30,11 +30,11 @@ from pydantic_settings import (
 )
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, Home
+from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
 MAX_OUTPUT_BYTES = 262_144
-KNOWN_VARIABLES = ("BOXMAKER_HOME",)
+KNOWN_VARIABLES = (HOME_VARIABLE,)
 
 
 class PathsSection(Section):

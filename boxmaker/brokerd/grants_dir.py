@@ -19,6 +19,7 @@ from pathlib import Path
 import boxmaker
 from boxmaker.core.grant_loading import load_grant_dir
 from boxmaker.core.grants import GrantProblem, GrantSet
+from boxmaker.core.layout import Home
 from boxmaker.core.reserved import install_places, reserved_places
 from boxmaker.core.runbook import Runbook
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def own_places(home: Path, sockets: Iterable[Path]) -> list[tuple[str, str]]:
     """brokerd's home, its audit log and its socket directories, for `GrantsDir`."""
-    places = [("home", str(home)), ("audit log", str(home / "audit"))]
+    places = [("home", str(home)), ("audit log", str(Home(home).audit))]
     return places + [("sockets", str(socket.parent)) for socket in sockets]
 
 

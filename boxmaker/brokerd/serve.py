@@ -40,7 +40,7 @@ from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.errors import StartupError
-from boxmaker.core.layout import link_modes
+from boxmaker.core.layout import Home, link_modes
 from boxmaker.core.messages import StatusReport
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
@@ -149,7 +149,7 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
         "event=descriptors limit=%d broker_cap=%d admin_cap=%d", limit, caps.broker, caps.admin
     )
     runtime = make_runtime(config)
-    audit_dir = config.home / "audit"
+    audit_dir = Home(config.home).audit
     try:
         audit_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:

@@ -1,16 +1,15 @@
 """Each session's taint and untrusted flag, as files under `<home>/broker/sessions/`.
 
-I/O: reads and atomically replaces `<id>.json` (write `<id>.json.tmp`, fsync,
-rename, fsync the directory). A session with no file is private and trusted. A
-file that cannot be read or parsed, or that says `public` (a session is never
-below private, so brokerd did not write it), raises `StateUnreadableError`: every call
-of that session is then denied with `state_unreadable`. Only valid identifiers
-reach the file system.
+I/O: reads and atomically replaces `<id>.json` (`boxmaker.ipc.files.write_atomic`:
+`<id>.json.tmp`, fsync, rename, fsync the directory). A session with no file is
+private and trusted. A file that cannot be read or parsed, or that says `public`
+(a session is never below private, so brokerd did not write it), raises
+`StateUnreadableError`: every call of that session is then denied with
+`state_unreadable`. Only valid identifiers reach the file system.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
@@ -19,7 +18,9 @@ from pydantic import ValidationError
 from boxmaker.core.decisions import Strict
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
+from boxmaker.core.layout import Home
 from boxmaker.core.policy import SessionState
+from boxmaker.ipc.files import write_atomic
 
 
 class StateUnreadableError(Exception):
@@ -35,7 +36,7 @@ class SessionStore:
     """Reads and writes session state files; callers hold the ledger lock."""
 
     def __init__(self, home: Path) -> None:
-        self.directory = home / "broker" / "sessions"
+        self.directory = Home(home).broker_sessions
 
     def _path(self, session: str) -> Path:
         if not is_identifier(session):
@@ -63,18 +64,4 @@ class SessionStore:
         path = self._path(session)
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         body = orjson.dumps({"taint": state.taint.value, "untrusted": state.untrusted})
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomic(path, body)

@@ -28,7 +28,7 @@ from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
 from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.layout import home_from
+from boxmaker.core.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
 
 
@@ -51,7 +51,7 @@ _BLOCK = 8 << 20  # read in blocks of 8 MiB: a log of any size verifies in bound
 
 def verify_home(home: Path) -> ChainReport:
     """The report on every file of `<home>/audit/`; CliError if it cannot be read."""
-    audit_dir = home / "audit"
+    audit_dir = Home(home).audit
     try:
         names = sorted(n for n in os.listdir(audit_dir) if is_audit_file_name(n))
     except OSError as exc:

@@ -57,6 +57,7 @@ import tomli_w
 import boxmaker
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Command, Directory, File, Group, Step, User
+from boxmaker.core.layout import SHARED, Home
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
 
@@ -288,6 +289,7 @@ def plan(layout: Layout) -> list[Step]:
     """Every step of the install, in order."""
     steps: list[Step] = []
     grants = layout.etc / "grants"
+    home = Home(layout.home)
     if layout.root:
         broker, loop = ROLE_USERS["brokerd"], ROLE_USERS["loopd"]
         steps += [User(broker), User(loop)]
@@ -301,15 +303,15 @@ def plan(layout: Layout) -> list[Step]:
             Directory(grants, 0o750, "root", broker),
             Directory(layout.etc / "supervisor.conf.d", 0o755, "root", "root"),
             Directory(layout.home, 0o755, "root", "root"),
-            Directory(layout.home / "run", 0o755, "root", "root"),
-            Directory(layout.home / "run" / "loop-broker", 0o2750, broker, "bx-loop-broker"),
-            Directory(layout.home / "run" / "owner-broker", 0o2750, broker, "bx-owner-broker"),
-            Directory(layout.home / "run" / "loop", 0o2750, loop, "bx-loop-clients"),
-            Directory(layout.home / "run" / "egress", 0o700, broker, broker),
-            Directory(layout.home / "broker", 0o700, broker, broker),
-            Directory(layout.home / "audit", 0o700, broker, broker),
-            Directory(layout.home / "loop", 0o700, loop, loop),
-            Directory(layout.home / "models", 0o755, loop, loop),
+            Directory(home.run, 0o755, "root", "root"),
+            Directory(home.broker_socket.parent, SHARED.directory, broker, "bx-loop-broker"),
+            Directory(home.admin_socket.parent, SHARED.directory, broker, "bx-owner-broker"),
+            Directory(home.loop_socket.parent, SHARED.directory, loop, "bx-loop-clients"),
+            Directory(home.egress, 0o700, broker, broker),
+            Directory(home.broker_sessions.parent, 0o700, broker, broker),
+            Directory(home.audit, 0o700, broker, broker),
+            Directory(home.loop_sessions.parent, 0o700, loop, loop),
+            Directory(home.models, 0o755, loop, loop),
             Directory(layout.log, 0o750, "root", _primary_group(layout.owner)),
             Directory(layout.run, 0o750, "root", _primary_group(layout.owner)),
             File(

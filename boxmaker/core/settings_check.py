@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from boxmaker.core.errors import ConfigError
+from boxmaker.core.layout import HOME_VARIABLE
 
 PREFIX = "BOXMAKER_"
 # read by scripts/build-llama-cpp (extra CMake flags for llama-cpp-python), not a role
@@ -67,7 +68,7 @@ def settings_from(
     source: str,
     environ: Mapping[str, str],
     role: str,
-    known: Iterable[str] = ("BOXMAKER_HOME",),
+    known: Iterable[str] = (HOME_VARIABLE,),
     default_home: str = "/var/lib/boxmaker",
 ) -> S:
     """A role's settings from its file's `data`: unknown variables and keys refused.

