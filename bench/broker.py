@@ -29,7 +29,9 @@ from pathlib import Path
 import orjson
 
 from boxmaker.core.messages import ToolRequest
-from boxmaker.testing.brokerd_harness import InProcessBrokerd, exchange, start_brokerd, write_grant
+from boxmaker.testing.daemons import InProcessBrokerd, start_brokerd
+from boxmaker.testing.homes import write_grant
+from boxmaker.testing.sockets import exchange
 
 LINE = (
     b'{"seq":0,"time":"2026-11-30T12:00:00.000Z","prev":"'

@@ -29,8 +29,8 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   turn counts.
 
 loopd runs in this process (the turn loop and the LoopServer on a real Unix
-socket, `boxmaker.testing.loopd_harness`); the client is this process's main
-thread. Work files go in a temporary directory (`--dir` chooses where).
+socket, `boxmaker.testing.daemons`); the client, `boxmaker.ipc.client`, is this
+process's main thread. Work files go in a temporary directory (`--dir` chooses where).
 Exit status 1 if a ratio is outside its limit.
 """
 
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -46,15 +45,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from boxmaker.core.connection import ClientConnection
 from boxmaker.core.messages import ContentEvent, Turn, TurnDone, TurnEvent
 from boxmaker.core.reply_stream import streamable
+from boxmaker.ipc import client
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model
 from boxmaker.loopd.model import Sampling
 from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
 from boxmaker.loopd.turn import TurnLimits
-from boxmaker.testing.loopd_harness import RecordingModel, start_loopd
+from boxmaker.testing.daemons import start_loopd
+from boxmaker.testing.recording_model import RecordingModel
 
 SEED = 20261130
 REPLY_TOKENS = 96
@@ -93,21 +93,16 @@ def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
 def streamed_turn(path: Path, session: str, text: str, resume: bool) -> float | None:
     """Send one turn, reading its answers as they come: the client's seconds from sending
     to its first content event (None: it had none)."""
-    conn = ClientConnection("bench")
     first: float | None = None
     start = time.perf_counter()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(600)
-        sock.connect(str(path))
-        sock.sendall(conn.request(Turn(session=session, text=text, resume=resume)))
-        while not conn.done:
-            for answer in conn.receive(sock.recv(65536)):
-                message = answer.message
-                if first is None and isinstance(message, TurnEvent):
-                    if isinstance(message.event, ContentEvent):
-                        first = time.perf_counter()
-                elif answer.final and not isinstance(message, TurnDone):
-                    raise SystemExit(f"loopd refused the turn: {message}")
+    request = Turn(session=session, text=text, resume=resume)
+    for answer in client.answers(path, request, "bench", 600):
+        message = answer.message
+        if first is None and isinstance(message, TurnEvent):
+            if isinstance(message.event, ContentEvent):
+                first = time.perf_counter()
+        elif answer.final and not isinstance(message, TurnDone):
+            raise SystemExit(f"loopd refused the turn: {message}")
     return None if first is None else first - start
 
 

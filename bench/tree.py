@@ -26,6 +26,7 @@ from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model, self_test
 from boxmaker.loopd.session_log import SessionLogs, UserEntry
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.testing.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 REPLY_TOKENS = 4
@@ -61,11 +62,15 @@ def main() -> int:
         conf = str(prefix / "etc" / "supervisord.conf")
         t0 = time.perf_counter()
         run(str(BIN / "supervisord"), "-c", conf)
-        while run(str(BIN / "bxctl"), "status", env=env).returncode != 0:
-            if time.perf_counter() - t0 > 300:
-                print("the tree did not come up in 300 s")
-                return 1
-            time.sleep(0.05)
+        try:
+            wait_until(
+                lambda: run(str(BIN / "bxctl"), "status", env=env).returncode == 0,
+                300,
+                "every role answering",
+            )
+        except TimeoutError as exc:
+            print(f"the tree did not come up: {exc}")
+            return 1
         tree_start = time.perf_counter() - t0
 
         t0 = time.perf_counter()

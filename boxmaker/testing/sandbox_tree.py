@@ -7,9 +7,9 @@ conformance and containment suites (tests/sandbox), whose fixtures build a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,24 +21,11 @@ from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
 from boxmaker.sandbox.calls import Limits
 from boxmaker.sandbox.runner import Runtime, run
+from boxmaker.testing.waiting import wait_until
 
 NOW = "2026-11-30T12:00:00.000Z"
 LIMITS = Limits(timeout_s=4.0, memory_bytes=96 * 1024 * 1024, pids=16, output_bytes=1000)
 WAIT_S = 20.0  # deadline for conditions polled after a call
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(delay)  # polling interval, not a wait for an event
-        delay = min(delay * 2, 0.2)
 
 
 @dataclass
@@ -80,9 +67,14 @@ class Sandbox:
         return found
 
     def assert_nothing_left(self, marker: str | None = None) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while (left := self.leftovers(marker)) and time.monotonic() < deadline:
-            time.sleep(0.05)  # polling interval, not a wait for an event
+        left: list[str] = []
+
+        def cleared() -> bool:
+            left[:] = self.leftovers(marker)
+            return not left
+
+        with contextlib.suppress(TimeoutError):  # the assertion below says what is left
+            wait_until(cleared, WAIT_S, "nothing left behind by the call")
         assert left == [], f"left behind by the call: {left}"
 
 

@@ -8,6 +8,9 @@ answers with the next scripted reply (a string, or a function of the prompt's
 text), handing its text to `on_text` one token (one character) at a time as the
 real model streams it, and records the prompt it was given, and how much of it a
 real model would have had to evaluate.
+
+`merge_content` joins the content events such streaming yields back into one per
+run, as a reader of the turn sees them.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
+from boxmaker.core.messages import ContentEvent, Event
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
 from boxmaker.loopd.model import Generation
 
-__all__ = ["OFFSET", "SPECIAL", "ScriptedModel"]
+__all__ = ["OFFSET", "SPECIAL", "ScriptedModel", "merge_content"]
 
 Reply = str | Callable[[str], str]
 
@@ -69,3 +73,14 @@ class ScriptedModel(CharTokenizer):
             evaluated=len(prompt) - reused,
             finished=len(ids) < max_tokens,
         )
+
+
+def merge_content(events: Sequence[Event]) -> list[Event]:
+    """`events`, each run of consecutive content events joined into one."""
+    merged: list[Event] = []
+    for event in events:
+        if isinstance(event, ContentEvent) and merged and isinstance(merged[-1], ContentEvent):
+            merged[-1] = ContentEvent(text=merged[-1].text + event.text)
+        else:
+            merged.append(event)
+    return merged

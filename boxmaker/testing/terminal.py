@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from boxmaker.testing.brokerd_harness import clean_environment
+from boxmaker.testing.processes import clean_environment
 
 
 class Terminal:

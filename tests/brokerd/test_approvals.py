@@ -42,14 +42,10 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.timestamps import add_ms, parse_timestamp
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    OpenCall,
-    running_brokerd,
-    verify_log,
-    wait_until,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import verify_log, write_grant
+from boxmaker.testing.sockets import OpenCall
+from boxmaker.testing.waiting import wait_until
 
 
 @pytest.fixture
@@ -187,7 +183,7 @@ def test_an_unanswered_approval_expires(tmp_path: Path, scratch: Path) -> None:
 
 
 def test_a_grant_that_expires_first_sets_the_approval_expiry(tmp_path: Path, scratch: Path) -> None:
-    from boxmaker.testing.brokerd_harness import Clock
+    from boxmaker.testing.daemons import Clock
 
     clock = Clock()
     soon = add_ms(clock(), 60_000)

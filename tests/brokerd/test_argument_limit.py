@@ -18,12 +18,8 @@ from boxmaker.core.audit_records import DecisionEvent
 from boxmaker.core.decisions import DeniedRecord, DenyReason
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.messages import DeniedResponse, ResultResponse, ToolRequest
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    read_records,
-    running_brokerd,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import read_records, write_grant
 
 
 @pytest.fixture

@@ -26,12 +26,9 @@ from boxmaker.core.messages import (
     encode_envelope,
 )
 from boxmaker.core.policy import MAX_DETAIL
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    exchange_raw,
-    running_brokerd,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import write_grant
+from boxmaker.testing.sockets import exchange_raw
 
 ADMIN_KINDS: list[Message] = [
     Approvals(),

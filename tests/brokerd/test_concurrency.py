@@ -19,13 +19,9 @@ from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit_records import DecisionEvent, ResultEvent, ResultStatus
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ResultResponse, ToolRequest
-from boxmaker.testing.brokerd_harness import (
-    exchange,
-    read_records,
-    running_brokerd,
-    verify_log,
-    write_grant,
-)
+from boxmaker.testing.daemons import running_brokerd
+from boxmaker.testing.homes import read_records, verify_log, write_grant
+from boxmaker.testing.sockets import exchange
 
 THREADS = 8
 CALLS = 50

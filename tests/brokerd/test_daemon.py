@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from boxmaker.core.decisions import DenyReason
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
     Approvals,
     Approve,
@@ -27,18 +28,9 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.sandbox.runner import RunFailure
-from boxmaker.testing.brokerd_harness import (
-    ADMIN_SOCKET,
-    BROKER_SOCKET,
-    DaemonProcess,
-    OpenCall,
-    clean_environment,
-    console_script,
-    exchange,
-    make_home,
-    verify_log,
-    write_config,
-)
+from boxmaker.testing.homes import make_home, verify_log, write_config
+from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script
+from boxmaker.testing.sockets import OpenCall, exchange
 
 pytestmark = pytest.mark.e2e
 
@@ -56,19 +48,24 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+def both_sockets(home: Path) -> list[Path]:
+    """broker.sock and admin.sock of `home`."""
+    place = Home(home)
+    return [place.broker_socket, place.admin_socket]
+
+
 def check_modes(home: Path) -> None:
-    for relative in (BROKER_SOCKET, ADMIN_SOCKET):
-        path = home / relative
+    for path in both_sockets(home):
         assert stat.S_ISSOCK(path.stat().st_mode)
-        assert mode(path) == 0o600, relative
-        assert mode(path.parent) == 0o700, relative.parent
+        assert mode(path) == 0o600, path.relative_to(home)
+        assert mode(path.parent) == 0o700, path.parent.relative_to(home)
 
 
 def test_brokerd_makes_its_socket_directories_0700_and_its_sockets_0600(tmp_path: Path) -> None:
     home, config = setup(tmp_path)
     assert not (home / "run").exists()
     with DaemonProcess(config) as daemon:
-        daemon.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+        daemon.wait_serving(both_sockets(home))
         check_modes(home)
 
 
@@ -76,16 +73,16 @@ def test_brokerd_sets_directories_it_finds_at_0755_to_0700_and_replaces_a_stale_
     tmp_path: Path,
 ) -> None:
     home, config = setup(tmp_path)
-    for relative in (BROKER_SOCKET, ADMIN_SOCKET):
-        directory = home / relative.parent
+    for path in both_sockets(home):
+        directory = path.parent
         directory.mkdir(parents=True)
         directory.chmod(0o755)
         assert mode(directory) == 0o755
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(home / BROKER_SOCKET))
+    stale.bind(str(Home(home).broker_socket))
     stale.close()  # the file stays; nobody listens on it
     with DaemonProcess(config) as daemon:
-        daemon.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+        daemon.wait_serving(both_sockets(home))
         check_modes(home)
 
 
@@ -100,9 +97,9 @@ ADMIN_KINDS: list[Message] = [
 def test_the_real_daemon_forbids_each_wrong_kind_and_closes(tmp_path: Path) -> None:
     home, config = setup(tmp_path)
     tool = ToolRequest(session="chat-1", call="c1", tool="read_file", arguments="{}")
-    wrong = [(home / BROKER_SOCKET, m) for m in ADMIN_KINDS] + [(home / ADMIN_SOCKET, tool)]
+    wrong = [(Home(home).broker_socket, m) for m in ADMIN_KINDS] + [(Home(home).admin_socket, tool)]
     with DaemonProcess(config) as daemon:
-        daemon.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+        daemon.wait_serving(both_sockets(home))
         for path, message in wrong:
             answers = exchange(path, message, "w1")  # reads until the server closes
             assert len(answers) == 1
@@ -117,7 +114,7 @@ def test_the_real_daemon_forbids_each_wrong_kind_and_closes(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_sigterm_stops_brokerd_cleanly_even_right_after_it_starts(tmp_path: Path) -> None:
     home, config = setup(tmp_path)
-    sockets = [home / BROKER_SOCKET, home / ADMIN_SOCKET]
+    sockets = both_sockets(home)
     for _ in range(3):
         daemon = DaemonProcess(config)
         daemon.wait_serving(sockets)
@@ -143,10 +140,10 @@ def bxctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_owner_approves_a_call_with_the_example_grants(tmp_path: Path) -> None:
     home, config = setup(tmp_path, EXAMPLES)
     with DaemonProcess(config) as daemon:
-        daemon.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+        daemon.wait_serving(both_sockets(home))
         keys = orjson.dumps({"path": "/home/owner/notes/keys/id"}).decode()
         denied = exchange(
-            home / BROKER_SOCKET,
+            Home(home).broker_socket,
             ToolRequest(session="chat-1", call="k1", tool="read_file", arguments=keys),
             "k1",
         )
@@ -154,7 +151,7 @@ def test_the_owner_approves_a_call_with_the_example_grants(tmp_path: Path) -> No
 
         arguments = orjson.dumps({"command": "make", "cwd": "/home/owner/scratch"}).decode()
         request = ToolRequest(session="chat-1", call="s1", tool="shell", arguments=arguments)
-        with OpenCall(home / BROKER_SOCKET, request) as call:
+        with OpenCall(Home(home).broker_socket, request) as call:
             waiting = call.first().message
             assert isinstance(waiting, PendingApprovalResponse)
             listed = bxctl(home, "approvals")

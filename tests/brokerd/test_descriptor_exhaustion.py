@@ -18,16 +18,12 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import ProtocolError
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import ApprovalList, Approvals, DeniedResponse, ToolRequest
-from boxmaker.testing.brokerd_harness import (
-    ADMIN_SOCKET,
-    BROKER_SOCKET,
-    DaemonProcess,
-    exchange,
-    make_home,
-    wait_until,
-    write_config,
-)
+from boxmaker.testing.homes import make_home, write_config
+from boxmaker.testing.processes import DaemonProcess
+from boxmaker.testing.sockets import exchange
+from boxmaker.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -76,7 +72,7 @@ def test_idle_connections_on_broker_sock_never_keep_the_owner_out(tmp_path: Path
     grants = tmp_path / "grants"
     grants.mkdir()
     config = write_config(tmp_path / "brokerd.toml", home, grants)
-    broker, admin = home / BROKER_SOCKET, home / ADMIN_SOCKET
+    broker, admin = Home(home).broker_socket, Home(home).admin_socket
     request = ToolRequest(session="s", call="c1", tool="read_file", arguments='{"path":"/x"}')
     with DaemonProcess(config, preexec=few_descriptors) as daemon:
         daemon.wait_serving([broker, admin])

@@ -32,21 +32,12 @@ from boxmaker.core.messages import (
     encode_envelope,
 )
 from boxmaker.sandbox.runner import RunOutput
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    running_brokerd,
-    verify_log,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import verify_log, write_grant
 from boxmaker.testing.runtime import RecordingRuntime
 
 ASKS = 10
 QUOTES = 32_000  # 64 KB of arguments each, 128 KB on the wire once escaped again
-
-
-@pytest.fixture(autouse=True)
-def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BOXMAKER_HOME", raising=False)
 
 
 @pytest.fixture

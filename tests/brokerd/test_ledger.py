@@ -26,12 +26,8 @@ from boxmaker.core.messages import (
     encode_envelope,
 )
 from boxmaker.sandbox.runner import RunOutput
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    running_brokerd,
-    verify_log,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import verify_log, write_grant
 from boxmaker.testing.runtime import RecordingRuntime
 
 CONTENT = "the-content-of-the-file-7f3a"

@@ -18,13 +18,9 @@ import orjson
 
 from boxmaker.core.messages import ResultResponse, ToolRequest
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.testing.brokerd_harness import (
-    exchange,
-    read_records,
-    running_brokerd,
-    verify_log,
-    write_grant,
-)
+from boxmaker.testing.daemons import running_brokerd
+from boxmaker.testing.homes import read_records, verify_log, write_grant
+from boxmaker.testing.sockets import exchange
 
 THREADS = 8
 CALLS = 15

@@ -18,20 +18,12 @@ from boxmaker.brokerd.audit_startup import Started, audit_files, start_audit
 from boxmaker.core.audit_records import DecisionEvent
 from boxmaker.core.decisions import DeniedRecord, DenyReason
 from boxmaker.core.labels import DataClass
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import Approvals, DeniedResponse, Error, ToolRequest
 from boxmaker.core.timestamps import add_ms
-from boxmaker.testing.brokerd_harness import (
-    ADMIN_SOCKET,
-    BROKER_SOCKET,
-    DaemonProcess,
-    clean_environment,
-    console_script,
-    exchange,
-    make_home,
-    verify_log,
-    write_config,
-    write_grant,
-)
+from boxmaker.testing.homes import make_home, verify_log, write_config, write_grant
+from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script
+from boxmaker.testing.sockets import exchange
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +52,7 @@ def prepare(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def serving(config: Path, home: Path) -> DaemonProcess:
     daemon = DaemonProcess(config)
-    daemon.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+    daemon.wait_serving([Home(home).broker_socket, Home(home).admin_socket])
     return daemon
 
 
@@ -99,7 +91,7 @@ def test_grants_invalid(tmp_path: Path) -> None:
     with serving(config, home) as daemon:
         daemon.wait_for_line(lambda line: line.endswith(pointer("see runbook.md#grants-invalid")))
         assert "broken.toml" in daemon.stderr
-        answer = exchange(home / BROKER_SOCKET, read(tmp_path), "c1")[-1].message
+        answer = exchange(Home(home).broker_socket, read(tmp_path), "c1")[-1].message
         assert answer == DeniedResponse(reason=DenyReason.GRANTS_INVALID)
 
 
@@ -109,7 +101,7 @@ def test_audit_unavailable(tmp_path: Path) -> None:
         # from now on no file of brokerd's may grow: the next audit write fails
         resource.prlimit(daemon.process.pid, resource.RLIMIT_FSIZE, (0, 0))
         for session in ("chat-1", "chat-2"):
-            answer = exchange(home / BROKER_SOCKET, read(tmp_path, session), "c1")[-1].message
+            answer = exchange(Home(home).broker_socket, read(tmp_path, session), "c1")[-1].message
             assert answer == DeniedResponse(reason=DenyReason.AUDIT_UNAVAILABLE)
         daemon.wait_for_line(lambda line: "reason=audit_unavailable" in line)
         assert ends_with(daemon.stderr, "see runbook.md#audit-unavailable")
@@ -121,7 +113,7 @@ def test_state_unreadable(tmp_path: Path) -> None:
     sessions.mkdir(parents=True)
     (sessions / "chat-1.json").write_bytes(b'{"taint":"public","untrusted":false}')
     with serving(config, home) as daemon:
-        answer = exchange(home / BROKER_SOCKET, read(tmp_path), "c1")[-1].message
+        answer = exchange(Home(home).broker_socket, read(tmp_path), "c1")[-1].message
         assert answer == DeniedResponse(reason=DenyReason.STATE_UNREADABLE)
         daemon.wait_for_line(
             lambda line: line.endswith(pointer("see runbook.md#broker-state-damaged"))
@@ -138,7 +130,7 @@ def test_a_broken_chain_at_startup(tmp_path: Path) -> None:
     assert daemon.wait_exit() == 1
     assert f"{log.name}:3: " in daemon.stderr  # the line whose prev no longer matches
     assert ends_with(daemon.stderr, "see runbook.md#audit-chain-broken")
-    assert not (home / BROKER_SOCKET).exists()
+    assert not Home(home).broker_socket.exists()
     assert log.read_bytes() == b"\n".join(lines)  # nothing written
 
 
@@ -163,14 +155,14 @@ def test_a_held_lock(tmp_path: Path) -> None:
         assert "brokerd is already running" in second.stderr
         assert ends_with(second.stderr, "see runbook.md#brokerd-already-running")
         # the first one still serves
-        answer = exchange(home / BROKER_SOCKET, read(tmp_path), "c1")[-1].message
+        answer = exchange(Home(home).broker_socket, read(tmp_path), "c1")[-1].message
         assert answer.kind == "tool_response"
 
 
 def test_a_forbidden_message(tmp_path: Path) -> None:
     home, _, config = prepare(tmp_path)
     with serving(config, home) as daemon:
-        answer = exchange(home / BROKER_SOCKET, Approvals(), "a1")[-1].message
+        answer = exchange(Home(home).broker_socket, Approvals(), "a1")[-1].message
         assert isinstance(answer, Error)
         assert answer.code == "forbidden"
         line = daemon.wait_for_line(lambda line: "event=forbidden" in line)
@@ -196,7 +188,7 @@ def test_bxctl_with_brokerd_unreachable(tmp_path: Path, args: list[str]) -> None
     assert done.returncode == 1
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
-    assert str(tmp_path / "nobody-home" / ADMIN_SOCKET) in line
+    assert str(Home(tmp_path / "nobody-home").admin_socket) in line
     assert line.endswith(pointer("see runbook.md#broker-unavailable"))
 
 
@@ -209,10 +201,10 @@ def test_a_grant_over_brokerds_own_state_by_its_real_path(tmp_path: Path) -> Non
     config = write_config(tmp_path / "aliased.toml", alias, grants)
     write_grant(grants, "audit-shell", tool="shell", paths=[str(home.resolve() / "audit")])
     daemon = DaemonProcess(config)
-    daemon.wait_serving([alias / BROKER_SOCKET, alias / ADMIN_SOCKET])
+    daemon.wait_serving([Home(alias).broker_socket, Home(alias).admin_socket])
     with daemon:
         line = daemon.wait_for_line(lambda line: "audit-shell.toml" in line)
         assert f"reaches boxmaker's own home ({home.resolve()})" in line
         assert line.endswith("see runbook.md#grant-covers-boxmaker")
-        answer = exchange(alias / BROKER_SOCKET, read(tmp_path), "c1")[-1].message
+        answer = exchange(Home(alias).broker_socket, read(tmp_path), "c1")[-1].message
         assert answer == DeniedResponse(reason=DenyReason.GRANTS_INVALID)

@@ -26,20 +26,12 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.testing.brokerd_harness import (
-    InProcessBrokerd,
-    OpenCall,
-    running_brokerd,
-    write_grant,
-)
+from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
+from boxmaker.testing.homes import write_grant
+from boxmaker.testing.sockets import OpenCall
 
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 NO_SUCH = "{}: no such approval (already answered or expired)\n"
-
-
-@pytest.fixture(autouse=True)
-def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BOXMAKER_HOME", raising=False)
 
 
 @pytest.fixture

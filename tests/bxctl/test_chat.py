@@ -37,31 +37,21 @@ from boxmaker.core.messages import (
     ToolDeniedEvent,
     ToolRequest,
 )
-from boxmaker.testing.brokerd_harness import (
+from boxmaker.testing.daemons import (
     InProcessBrokerd,
-    clean_environment,
-    console_script,
-    running_brokerd,
-    verify_log,
-    wait_until,
-    write_grant,
-)
-from boxmaker.testing.loopd_harness import (
     InProcessLoopd,
-    ScriptedServer,
-    fake_loopd_script,
-    in_ms,
+    running_brokerd,
     running_loopd,
 )
+from boxmaker.testing.homes import verify_log, write_grant
+from boxmaker.testing.peer_scripts import fake_loopd_script, in_ms
+from boxmaker.testing.processes import clean_environment, console_script
 from boxmaker.testing.scripted_model import ScriptedModel
+from boxmaker.testing.sockets import ScriptedServer
 from boxmaker.testing.terminal import Terminal
+from boxmaker.testing.waiting import wait_until
 
 RESET = "\x1b[0m"
-
-
-@pytest.fixture(autouse=True)
-def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BOXMAKER_HOME", raising=False)
 
 
 @dataclass

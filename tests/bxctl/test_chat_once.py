@@ -19,18 +19,14 @@ import pytest
 from boxmaker.bxctl import chat_cmd
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.messages import ContentEvent, Event, ReasoningEvent, ToolDeniedEvent
-from boxmaker.testing.brokerd_harness import clean_environment, console_script
-from boxmaker.testing.loopd_harness import ScriptedServer, fake_loopd_script
+from boxmaker.testing.peer_scripts import fake_loopd_script
+from boxmaker.testing.processes import clean_environment, console_script
+from boxmaker.testing.sockets import ScriptedServer
 from boxmaker.testing.terminal import Terminal
 
 ANSWER = "The build is clean."
 ONE = [ContentEvent(text=ANSWER)]
 TOKENS = [ContentEvent(text=t) for t in ["The", " build", " is", " clean", "."]]
-
-
-@pytest.fixture(autouse=True)
-def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BOXMAKER_HOME", raising=False)
 
 
 def say(loop: ScriptedServer, tmp_path: Path) -> list[str]:

@@ -21,8 +21,9 @@ from boxmaker.core.decisions import AllowedRecord
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ContentEvent
-from boxmaker.testing.brokerd_harness import clean_environment, console_script
-from boxmaker.testing.loopd_harness import ScriptedServer, fake_loopd_script
+from boxmaker.testing.peer_scripts import fake_loopd_script
+from boxmaker.testing.processes import clean_environment, console_script
+from boxmaker.testing.sockets import ScriptedServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "grants.example"
 LONG = 3_000  # records: the report is larger than a pipe holds (64 KiB)

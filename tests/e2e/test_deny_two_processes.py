@@ -18,19 +18,13 @@ import pytest
 from boxmaker.core.audit_records import DecisionEvent
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import Event, ToolDeniedEvent, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
-from boxmaker.testing.brokerd_harness import (
-    ADMIN_SOCKET,
-    BROKER_SOCKET,
-    DaemonProcess,
-    make_home,
-    read_records,
-    verify_log,
-    write_config,
-)
+from boxmaker.testing.homes import make_home, read_records, verify_log, write_config
+from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.e2e
@@ -59,12 +53,12 @@ def test_a_call_with_no_grant_is_denied_audited_once_and_explained_to_the_model(
             ]
         )
         with DaemonProcess(config) as brokerd:
-            brokerd.wait_serving([home / BROKER_SOCKET, home / ADMIN_SOCKET])
+            brokerd.wait_serving([Home(home).broker_socket, Home(home).admin_socket])
             loop = TurnLoop(
                 model,
                 GEMMA,
                 SessionLogs(home),
-                BrokerPort(home / BROKER_SOCKET, 10_000),
+                BrokerPort(Home(home).broker_socket, 10_000),
                 TurnLimits(),
             )
             events: list[Event] = []

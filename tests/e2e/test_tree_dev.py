@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from boxmaker.testing.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -29,13 +30,9 @@ def _run(
     )
 
 
-def _wait(condition: object, what: str, timeout: float = 240) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.5)
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 240) -> None:
+    """Poll `condition` (it runs a command) twice a second at most, until `timeout`."""
+    wait_until(condition, timeout, what, interval_s=0.5)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import pytest
 
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.messages import ToolRequest
+from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OWNER = "bxtestowner"
@@ -53,11 +54,8 @@ def _run(
 
 
 def _wait(condition: Callable[[], bool], what: str, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.5)
+    """Poll `condition` (it runs a command) twice a second at most, until `timeout`."""
+    wait_until(condition, timeout, what, interval_s=0.5)
 
 
 def _remove_accounts() -> None:

@@ -36,7 +36,10 @@ from boxmaker.ipc.server import (
     bind_socket,
     serve_forever,
 )
-from boxmaker.testing.brokerd_harness import exchange, make_home, running_brokerd, wait_until
+from boxmaker.testing.daemons import running_brokerd
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.sockets import exchange
+from boxmaker.testing.waiting import wait_until
 
 LISTENER = "boxmaker.ipc.server"
 

@@ -18,6 +18,7 @@ import pytest
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
     ContentEvent,
     DeniedResponse,
@@ -31,11 +32,8 @@ from boxmaker.core.messages import (
     TurnEvent,
 )
 from boxmaker.loopd.broker_port import BrokerPort
-from boxmaker.testing.brokerd_harness import BROKER_SOCKET, make_home
-from boxmaker.testing.loopd_harness import (
-    Peer,
-    Script,
-    ScriptedServer,
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.peer_scripts import (
     answer,
     answer_with_id,
     close_early,
@@ -43,6 +41,7 @@ from boxmaker.testing.loopd_harness import (
     never_answer,
     pending_then,
 )
+from boxmaker.testing.sockets import Peer, Script, ScriptedServer
 
 UNAVAILABLE = "the tool broker is unavailable"
 TIMEOUT_MS = 300
@@ -54,7 +53,7 @@ RESULT = ResultResponse(
 @pytest.fixture
 def socket_path(tmp_path: Path) -> Iterator[Path]:
     home = make_home(tmp_path)
-    yield home / BROKER_SOCKET
+    yield Home(home).broker_socket
     if home.parent != tmp_path:  # a short directory made for the socket path
         shutil.rmtree(home.parent)
 

@@ -18,6 +18,7 @@ import pytest
 
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
     ContentEvent,
@@ -33,8 +34,9 @@ from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import system_prompt
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
-from boxmaker.testing.brokerd_harness import BROKER_SOCKET, make_home
-from boxmaker.testing.loopd_harness import ScriptedServer, answer, pending_then
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.peer_scripts import answer, pending_then
+from boxmaker.testing.sockets import ScriptedServer
 
 WORKSPACE = Path("/srv/ws")
 
@@ -106,7 +108,7 @@ def turn(home: Path, text: str, session: str) -> tuple[str, list[Event]]:
         DemoModel(WORKSPACE),
         GEMMA,
         SessionLogs(home),
-        BrokerPort(home / BROKER_SOCKET, 5_000),
+        BrokerPort(Home(home).broker_socket, 5_000),
         TurnLimits(),
     )
     events: list[Event] = []
@@ -118,7 +120,7 @@ def test_the_read_reaches_brokerd_and_its_result_is_quoted(home: Path) -> None:
     result = ResultResponse(
         content="# Welcome\nhello", class_=DataClass.PRIVATE, untrusted=False, truncated=False
     )
-    with ScriptedServer(home / BROKER_SOCKET, answer(result)) as broker:
+    with ScriptedServer(Home(home).broker_socket, answer(result)) as broker:
         content, events = turn(home, "Please read my welcome note.", "demo-r")
     (sent,) = broker.requests
     assert isinstance(sent.message, ToolRequest)
@@ -143,7 +145,7 @@ def test_the_shell_call_waits_for_the_owner(home: Path) -> None:
         untrusted=False,
         truncated=False,
     )
-    with ScriptedServer(home / BROKER_SOCKET, pending_then(result, approval=7)) as broker:
+    with ScriptedServer(Home(home).broker_socket, pending_then(result, approval=7)) as broker:
         content, events = turn(home, "Write a file in scratch and list it.", "demo-a")
     (sent,) = broker.requests
     assert isinstance(sent.message, ToolRequest)

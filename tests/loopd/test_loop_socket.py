@@ -20,6 +20,7 @@ import pytest
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
     Approvals,
     ContentEvent,
@@ -36,22 +37,12 @@ from boxmaker.core.messages import (
 )
 from boxmaker.loopd.model import Generation
 from boxmaker.loopd.turn import TurnLimits
-from boxmaker.testing.brokerd_harness import (
-    BROKER_SOCKET,
-    exchange,
-    exchange_raw,
-    make_home,
-    wait_until,
-)
-from boxmaker.testing.loopd_harness import (
-    LOOP_SOCKET,
-    InProcessLoopd,
-    ScriptedServer,
-    answer,
-    merge_content,
-    running_loopd,
-)
-from boxmaker.testing.scripted_model import ScriptedModel
+from boxmaker.testing.daemons import InProcessLoopd, running_loopd
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.peer_scripts import answer
+from boxmaker.testing.scripted_model import ScriptedModel, merge_content
+from boxmaker.testing.sockets import ScriptedServer, exchange, exchange_raw
+from boxmaker.testing.waiting import wait_until
 
 READ = json.dumps(
     {"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "/x"}}}
@@ -69,7 +60,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
 def test_a_turn_streams_its_events_then_turn_done(tmp_path: Path, home: Path) -> None:
     model = ScriptedModel([READ, "It is not allowed."])
     broker = ScriptedServer(
-        home / BROKER_SOCKET, answer(DeniedResponse(reason=DenyReason.NO_GRANT))
+        Home(home).broker_socket, answer(DeniedResponse(reason=DenyReason.NO_GRANT))
     )
     with broker, running_loopd(tmp_path, model, home=home, broker_socket=broker.path) as loopd:
         answers = loopd.turn("chat-1", "read /x", request_id="t-7")
@@ -261,12 +252,12 @@ def test_loop_sock_is_0600_in_a_0700_directory(tmp_path: Path, home: Path) -> No
 def test_a_directory_found_at_0755_is_set_to_0700_and_a_stale_socket_replaced(
     tmp_path: Path, home: Path
 ) -> None:
-    directory = (home / LOOP_SOCKET).parent
+    directory = Home(home).loop_socket.parent
     directory.mkdir(parents=True, mode=0o755)
     directory.chmod(0o755)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
-        stale.bind(str(home / LOOP_SOCKET))
-    assert (home / LOOP_SOCKET).exists()
+        stale.bind(str(Home(home).loop_socket))
+    assert Home(home).loop_socket.exists()
     with running_loopd(tmp_path, ScriptedModel(["hi"]), home=home) as loopd:
         check_modes(loopd)
         assert isinstance(loopd.turn("s1", "hello")[-1].message, TurnDone)

@@ -36,7 +36,8 @@ from boxmaker.loopd.main import choose_format, self_test
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.turn import TurnLimits
-from boxmaker.testing.loopd_harness import RecordingModel, running_loopd
+from boxmaker.testing.daemons import running_loopd
+from boxmaker.testing.recording_model import RecordingModel
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

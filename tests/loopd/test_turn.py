@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from boxmaker.core import layout
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.labels import DataClass
@@ -34,15 +35,10 @@ from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.model import Generation
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
-from boxmaker.testing.brokerd_harness import BROKER_SOCKET, make_home
-from boxmaker.testing.loopd_harness import (
-    Script,
-    ScriptedServer,
-    answer,
-    merge_content,
-    pending_then,
-)
-from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.peer_scripts import answer, pending_then
+from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel, merge_content
+from boxmaker.testing.sockets import Script, ScriptedServer
 
 END_OF_TURN = SPECIAL["<end_of_turn>"]
 START_OF_TURN = SPECIAL["<start_of_turn>"]
@@ -87,7 +83,7 @@ class Home:
     def __init__(self, base: Path) -> None:
         self.home = make_home(base)
         self.made = self.home.parent if self.home.parent != base else None
-        self.broker_socket = self.home / BROKER_SOCKET
+        self.broker_socket = layout.Home(self.home).broker_socket
         self.logs = SessionLogs(self.home)
 
     def loop(

@@ -19,15 +19,9 @@ from boxmaker.core.audit_records import DecisionEvent, ResultEvent
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ResultResponse, ToolRequest
 from boxmaker.sandbox.bwrap import BwrapRuntime
-from boxmaker.testing.brokerd_harness import (
-    DaemonProcess,
-    exchange,
-    make_home,
-    read_records,
-    verify_log,
-    write_config,
-    write_grant,
-)
+from boxmaker.testing.homes import make_home, read_records, verify_log, write_config, write_grant
+from boxmaker.testing.processes import DaemonProcess
+from boxmaker.testing.sockets import exchange
 
 MISSING = BwrapRuntime.preflight()
 if MISSING and not os.environ.get("CI"):

@@ -49,8 +49,8 @@ from boxmaker.testing.sandbox_tree import (
     Sandbox,
     grant,
     processes_with,
-    wait_for,
 )
+from boxmaker.testing.waiting import wait_until
 
 # ---------------------------------------------------------------------------
 # golden argument lists (pure: no runtime needs to be available)
@@ -443,7 +443,7 @@ def kill_the_parent_mid_call(sandbox: Sandbox, seconds: int) -> str:
         child.stdin.write((json.dumps(config) + "\n").encode())
         child.stdin.close()
         try:
-            wait_for(lambda: processes_with(marker), "the call's shell to start", timeout=60)
+            wait_until(lambda: processes_with(marker), 60, "the call's shell to start")
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
@@ -461,10 +461,10 @@ def test_a_call_ends_by_itself_when_its_parent_is_killed(sandbox: Sandbox) -> No
     seconds of brokerd, not at its time limit (two minutes here) or at the next
     start. An empty cgroup of bwrap's stays for the next start to remove."""
     marker = kill_the_parent_mid_call(sandbox, 100)
-    wait_for(
+    wait_until(
         lambda: not processes_with(marker) and not sandbox.containers(),
+        10,
         "the call to end by itself",
-        timeout=10,
     )
 
 

@@ -160,14 +160,6 @@ def refused(proxy: EgressProxy, request: bytes) -> int:
     return code
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 # ---------------------------------------------------------------------------
 # tests
 
