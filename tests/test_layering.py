@@ -75,6 +75,8 @@ PLANTED = [
     ("core", "import boxmaker.ipc", "layers"),
     ("sandbox", "import boxmaker.ipc", "layers"),
     ("newpart", "", "layers"),  # a subpackage given no layer
+    ("loopd", "from boxmaker.core.secrets import Secret", "loopd-holds-no-secrets"),
+    ("loopd", "import boxmaker.ipc.secrets", "loopd-holds-no-secrets"),
 ]
 
 

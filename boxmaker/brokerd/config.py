@@ -10,6 +10,8 @@ socket path that is absent or empty means its default under `home`.
     [approvals]  ttl_ms
     [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
                  pids, output_bytes (at most MAX_OUTPUT_BYTES), ca_file, rootfs (Podman's)
+    [secrets.<name>]  one of credential, env, file (`boxmaker.core.secrets`); read at
+                 start by `serve`, which stops on one it cannot read. brokerd uses none yet
 
 `output_bytes` is capped at 262,144 so that a tool's output stays well under the
 1 MiB frame in the usual case; output whose JSON escaping would still overflow
@@ -31,6 +33,7 @@ from pydantic_settings import (
 
 from boxmaker.core.errors import ConfigError
 from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
+from boxmaker.core.secrets import SecretsTable
 from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
 
 MAX_OUTPUT_BYTES = 262_144
@@ -70,6 +73,7 @@ class BrokerdConfig(RoleSettingsBase):
     sockets: SocketsSection = SocketsSection()
     approvals: ApprovalsSection = ApprovalsSection()
     runner: RunnerSection = RunnerSection()
+    secrets: SecretsTable = Field(default_factory=dict)  # where to read them, never values
 
     @property
     def home(self) -> Path:

@@ -2,6 +2,8 @@
 
 I/O: everything brokerd touches, wired together here. The order at startup:
 
+    0. the secrets of `[secrets.<name>]`, read before anything else, so that one
+       that cannot be read stops brokerd at once (exit 1, one line naming it);
     1. the soft descriptor limit raised to the hard one (at most 65,536) and the
        connection caps sized to it (`descriptors`);
     2. the audit lock and the audit startup check (which may recover a torn tail
@@ -45,6 +47,7 @@ from boxmaker.core.messages import StatusReport
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.role import block_stop_signals, wait_for_stop
+from boxmaker.ipc.secrets import load_secrets
 from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
 from boxmaker.sandbox.runner import Runtime
 
@@ -143,6 +146,9 @@ class Brokerd:
 
 def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     """Run brokerd until SIGTERM; the exit status."""
+    # brokerd uses no secret yet: any configured are read so that a bad one stops
+    # it now, before anything else, and are held until serve returns, wiped then
+    secrets = load_secrets(config.secrets)
     limit = raise_descriptor_limit()
     caps = connection_caps(limit)
     log.info(
@@ -175,5 +181,6 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     log.info("event=signal %s", wait_for_stop())
     log.info("event=stopping")
     daemon.stop()
+    secrets.wipe()
     log.info("event=stopped")
     return 0

@@ -37,6 +37,7 @@ COMMAND_MODULES = {
     "audit": "audit_cmd",
     "status": "status_cmd",
     "install": "install_cmd",
+    "sanitize": "sanitize_cmd",
 }
 
 

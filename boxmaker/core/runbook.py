@@ -19,6 +19,8 @@ class Runbook(StrEnum):
     AUDIT_CHAIN_BROKEN = "audit-chain-broken"
     AUDIT_RECOVERED = "audit-recovered"
     BROKERD_ALREADY_RUNNING = "brokerd-already-running"
+    SECRET_UNAVAILABLE = "secret-unavailable"  # noqa: S105
+    SECRET_IN_A_FILE = "secret-in-a-file"  # noqa: S105
     AUDIT_UNAVAILABLE = "audit-unavailable"
     BROKER_STATE_DAMAGED = "broker-state-damaged"
     SOCKET_FORBIDDEN = "socket-forbidden"
@@ -30,6 +32,7 @@ class Runbook(StrEnum):
     LOOPD_SELFTEST_FAILED = "loopd-selftest-failed"
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     SESSION_LOG_DAMAGED = "session-log-damaged"
+    SANITIZER_RULES = "sanitizer-rules"
 
     @property
     def pointer(self) -> str:

@@ -7,4 +7,5 @@ Shared like `boxmaker.sandbox`, never a role: it imports only `boxmaker.core`.
     client   one request and its answers by a deadline (`Request`)
     role     a role's logging, configuration, stop signals and exit status
     files    atomic, durable file replacement
+    secrets  a role's secrets read at start (never loopd's: it holds none)
 """

@@ -1,0 +1,184 @@
+"""Flag: find text shaped like an attack. Pure; no I/O.
+
+The rules (what a flag means for memory is 003 section 6.3; here only finding):
+
+1. The text is normalised (`normalisation`) and every pattern of `flag_patterns`
+   is run over the normalised text.
+2. A pattern's anchor matches (at the start of a word, unless the pattern says
+   otherwise); each of its `before` patterns must then be found in its window
+   before the anchor, each `near` pattern in its window either side, and its
+   `inside` pattern in the anchor's own match. Otherwise that anchor match is
+   dropped and the scan goes on.
+3. A finding starts where its earliest part (a `before` match or the anchor)
+   starts, mapped back to the original text, and its excerpt is the original
+   text from there to the anchor's end: one line, cut in the middle when long,
+   with any secret in it cut to its prefix.
+4. One finding per rule and start; findings come in text order.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from functools import cache
+
+from boxmaker.core.sanitize.findings import Action, Finding, printable
+from boxmaker.core.sanitize.flag_patterns import PATTERNS, FlagPattern
+from boxmaker.core.sanitize.normalisation import Normalised, normalise
+from boxmaker.core.sanitize.secret_prefixes import redact
+
+REACH = 32  # how far past a window a free pattern's match may run (its longest is less)
+
+
+class _Windows:
+    """Finds `before` and `near` patterns around each anchor of one text.
+
+    A pattern that ends in `$` must end where the anchor starts: it is searched in
+    its window, which is no longer than its longest match. Any other ("free")
+    must start within its window: it is searched there too, until the windows
+    searched for it add up to the text's length; from then on its matches in the
+    whole text are found once and looked up by bisection. So anchors packed close
+    together cost no more than one more scan of the text per pattern.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.budget: dict[re.Pattern[str], int] = {}
+        self.starts: dict[re.Pattern[str], list[int]] = {}
+
+    def _free(self, pattern: re.Pattern[str], low: int, high: int) -> int | None:
+        """The first start of `pattern` in `low`..`high` (exclusive), or None."""
+        if pattern not in self.starts:
+            left = self.budget.get(pattern, len(self.text)) - (high - low)
+            self.budget[pattern] = left
+            if left >= 0:
+                found = pattern.search(self.text, low, min(len(self.text), high + REACH))
+                return found.start() if found is not None and found.start() < high else None
+            self.starts[pattern] = [m.start() for m in pattern.finditer(self.text)]
+        positions = self.starts[pattern]
+        index = bisect_left(positions, low)
+        return positions[index] if index < len(positions) and positions[index] < high else None
+
+    def earliest(
+        self, wanted: tuple[tuple[re.Pattern[str], int], ...], begin: int, end: int | None
+    ) -> int | None:
+        """The earliest start of the `wanted` patterns, each within its window before
+        `begin` (or, with `end`, from `window` before `begin` to `window` after
+        `end`): None if one is missing."""
+        starts: list[int] = []
+        for pattern, window in wanted:
+            low = max(0, begin - window)
+            high = begin if end is None else min(len(self.text), end + window)
+            if pattern.pattern.endswith("$"):
+                found = pattern.search(self.text, low, high)
+                start = None if found is None else found.start()
+            else:
+                start = self._free(pattern, low, high)
+            if start is None:
+                return None
+            starts.append(start)
+        return min(starts, default=begin)
+
+
+def _starts_word(text: str, start: int) -> bool:
+    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+
+
+Windowed = tuple[tuple[re.Pattern[str], int], ...]
+
+
+@cache
+def _joined(pattern: FlagPattern) -> tuple[re.Pattern[str], int, Windowed] | None:
+    """For a pattern with one `before` that ends at the anchor: that pattern and the
+    anchor as one regex (the anchor in group `anchor`), its window, and the other
+    `before` patterns. None for any other pattern."""
+    endings = [(before, window) for before, window in pattern.before if before.pattern[-1] == "$"]
+    if len(endings) != 1:
+        return None
+    [(ending, window)] = endings
+    joined = re.compile(f"(?:{ending.pattern[:-1]})(?P<anchor>{pattern.anchor.pattern})")
+    return joined, window, tuple(pair for pair in pattern.before if pair[0] is not ending)
+
+
+def _accept(
+    pattern: FlagPattern, around: _Windows, start: int, end: int, before: Windowed
+) -> int | None:
+    """Where a finding for the anchor at `start`..`end` starts, or None (rule 2)."""
+    text = around.text
+    if pattern.word_start and not _starts_word(text, start):
+        return None
+    if pattern.inside is not None and pattern.inside.search(text, start, end) is None:
+        return None
+    if pattern.near and around.earliest(pattern.near, start, end) is None:
+        return None
+    return around.earliest(before, start, None) if before else start
+
+
+def spans(
+    pattern: FlagPattern, text: str, windows: _Windows | None = None, budget: int | None = None
+) -> list[tuple[int, int]]:
+    """Where `pattern` fires in normalised `text`: (start, end) of each finding (rule 2).
+
+    Anchors are checked one by one, searching each window. When the windows of a
+    pattern whose `before` ends at the anchor add up to the text's length (anchors
+    packed close, as an attack on the scan would pack them), the rest of the text
+    is scanned with that `before` and the anchor joined into one regex instead,
+    which finds the same matches in one pass. (`budget`, for tests: how many
+    window characters before that; the default is the text's length.)
+    """
+    around = windows or _Windows(text)
+    joined = _joined(pattern)
+    budget = len(text) if budget is None else budget
+    out: list[tuple[int, int]] = []
+    for match in pattern.anchor.finditer(text):
+        start, end = match.span()
+        if joined is not None:
+            regex, window, rest = joined
+            budget -= window
+            if budget < 0:
+                return out + _joined_spans(pattern, around, regex, window, rest, start)
+        first = _accept(pattern, around, start, end, pattern.before)
+        if first is not None:
+            out.append((first, end))
+    return out
+
+
+def _joined_spans(
+    pattern: FlagPattern,
+    around: _Windows,
+    regex: re.Pattern[str],
+    window: int,
+    rest: Windowed,
+    since: int,
+) -> list[tuple[int, int]]:
+    """`spans` for the anchors from `since` on, by the joined regex."""
+    out: list[tuple[int, int]] = []
+    for match in regex.finditer(around.text, max(0, since - window)):
+        start, end = match.span("anchor")
+        if start < since:
+            continue
+        first = _accept(pattern, around, start, end, rest)
+        if first is not None:
+            out.append((min(first, match.start()), end))
+    return out
+
+
+def _finding(normalised: Normalised, rule: str, start: int, end: int) -> Finding:
+    first, last = normalised.span(start, end)
+    excerpt = printable(redact(normalised.original[first:last]))
+    return Finding(Action.FLAG, rule, first, excerpt)
+
+
+def flag(text: str) -> list[Finding]:
+    """Every flag finding in `text`, in text order (rules 1 to 4)."""
+    normalised = normalise(text)
+    seen: set[tuple[str, int]] = set()
+    findings: list[Finding] = []
+    windows = _Windows(normalised.text)
+    for pattern in PATTERNS:
+        for start, end in spans(pattern, normalised.text, windows):
+            finding = _finding(normalised, pattern.rule, start, end)
+            if (finding.rule, finding.start) not in seen:
+                seen.add((finding.rule, finding.start))
+                findings.append(finding)
+    return sorted(findings, key=lambda f: (f.start, f.rule))

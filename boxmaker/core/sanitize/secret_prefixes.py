@@ -1,0 +1,154 @@
+"""The refuse rules on secrets: credentials known by their prefix, and private keys. Pure; no I/O.
+
+Each rule has a minimum length after its prefix, so that prose naming the prefix
+does not match (`sk-learn` is not a key, nor is a short `AKIA` mention). A match
+must also start a word: no letter, digit, `_` or `-` right before it (so
+`ask-for-help` and `task-...` never start one).
+
+- `secret-github`: ghp_, gho_, ghu_, ghs_ or ghr_ then at least 30 letters or
+  digits (a token has 36); github_pat_ then at least 22 of letters, digits and `_`.
+- `secret-gitlab`: glpat- then at least 20 of letters, digits, `_` and `-`.
+- `secret-openai`: sk- then at least 20 key characters (letters, digits, `_`,
+  `-`; sk-proj-, sk-ant-api03- and the like included), of which at least one is
+  an upper-case letter or a digit: a key is random, while a kebab-case name
+  (`sk-learn-compatible-estimators`) is all lower case.
+- `secret-slack`: xoxb-, xoxa-, xoxp-, xoxr- or xoxs- then at least 10 letters,
+  digits or `-`.
+- `secret-aws`: AKIA or ASIA then exactly 16 upper-case letters or digits, with
+  no letter or digit after them.
+- `private-key`: a `-----BEGIN ... PRIVATE KEY-----` header (OpenSSH, RSA, EC,
+  DSA, ENCRYPTED, PGP's `PRIVATE KEY BLOCK`) that is a line of its own (spaces
+  around it allowed), or that is followed by a key body: a newline, or the two
+  characters `\\n` of a JSON string, then base64 (a key pasted from a service
+  account file). A header quoted inside code (`startswith("-----BEGIN ...")`)
+  is neither.
+
+Every pattern starts with a literal, so a scan skips to candidates at `memchr`
+speed; the word-start test is done on the candidate, not by a look-behind (which
+would cost that speed). Every repetition is a single character class with no
+overlap with what follows it, so a scan is linear.
+
+An excerpt shows the prefix and an ellipsis (`ghp_…`), never the key; a
+private-key excerpt is its header line, which holds no secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from boxmaker.core.sanitize.findings import Action, Finding
+
+GITHUB = "secret-github"
+GITLAB = "secret-gitlab"
+OPENAI = "secret-openai"
+SLACK = "secret-slack"
+AWS = "secret-aws"
+PRIVATE_KEY = "private-key"
+
+_WORDISH = re.compile(r"[A-Za-z0-9_-]")
+_RANDOM = re.compile(r"[A-Z0-9]")
+_LINE_END = re.compile(r"[ \t]*(?:\r?\n|$)")
+_KEY_BODY = re.compile(r"(?:\r?\n|\\n)[A-Za-z0-9+/=]{16}")
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPattern:
+    rule: str
+    name: str  # for tests: which pattern of the rule
+    regex: re.Pattern[str]
+    prefix: Callable[[str], str]  # the matched text -> what the excerpt shows
+    accept: Callable[[str, re.Match[str]], bool]  # text, candidate -> is it one
+
+
+def _starts_word(text: str, match: re.Match[str]) -> bool:
+    start = match.start()
+    return start == 0 or _WORDISH.match(text, start - 1) is None
+
+
+def _openai(text: str, match: re.Match[str]) -> bool:
+    return _starts_word(text, match) and _RANDOM.search(match.group(), 3) is not None
+
+
+def _aws(text: str, match: re.Match[str]) -> bool:
+    return _starts_word(text, match)
+
+
+def _private_key(text: str, match: re.Match[str]) -> bool:
+    start = match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    own_line = text[line_start:start].strip(" \t") == "" and _LINE_END.match(text, match.end())
+    return bool(own_line) or _KEY_BODY.match(text, match.end()) is not None
+
+
+def _cut_at(separator: str) -> Callable[[str], str]:
+    """The excerpt for a token: its text up to and including `separator`."""
+    return lambda token: token[: token.index(separator) + 1]
+
+
+PATTERNS: tuple[SecretPattern, ...] = (
+    SecretPattern(
+        GITHUB,
+        "github-classic",
+        re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"),
+        _cut_at("_"),
+        _starts_word,
+    ),
+    SecretPattern(
+        GITHUB,
+        "github-fine-grained",
+        re.compile(r"github_pat_[A-Za-z0-9_]{22,}"),
+        lambda _: "github_pat_",
+        _starts_word,
+    ),
+    SecretPattern(
+        GITLAB, "gitlab", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), _cut_at("-"), _starts_word
+    ),
+    SecretPattern(OPENAI, "openai", re.compile(r"sk-[A-Za-z0-9_-]{20,}"), _cut_at("-"), _openai),
+    SecretPattern(
+        SLACK, "slack", re.compile(r"xox[baprs]-[A-Za-z0-9-]{10,}"), _cut_at("-"), _starts_word
+    ),
+    SecretPattern(
+        AWS, "aws", re.compile(r"A[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])"), lambda t: t[:4], _aws
+    ),
+    SecretPattern(
+        PRIVATE_KEY,
+        "private-key",
+        re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
+        lambda header: header,
+        _private_key,
+    ),
+)
+
+
+def secret_matches(text: str) -> list[tuple[SecretPattern, re.Match[str]]]:
+    """Every accepted candidate of every pattern, in pattern order."""
+    return [
+        (pattern, match)
+        for pattern in PATTERNS
+        for match in pattern.regex.finditer(text)
+        if pattern.accept(text, match)
+    ]
+
+
+def refused_secrets(text: str) -> list[Finding]:
+    """One refuse finding per secret found in `text`."""
+    return [
+        Finding(
+            Action.REFUSE,
+            pattern.rule,
+            match.start(),
+            pattern.prefix(match.group()) + ("" if pattern.rule == PRIVATE_KEY else "…"),
+        )
+        for pattern, match in secret_matches(text)
+    ]
+
+
+def redact(text: str) -> str:
+    """`text` with every secret cut to its prefix and an ellipsis (for excerpts)."""
+    for pattern, match in sorted(secret_matches(text), key=lambda pm: -pm[1].start()):
+        if pattern.rule != PRIVATE_KEY:
+            cut = pattern.prefix(match.group()) + "…"
+            text = text[: match.start()] + cut + text[match.end() :]
+    return text

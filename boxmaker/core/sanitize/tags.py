@@ -1,0 +1,110 @@
+"""Chat-template tags: the default list, refusing them in memory, neutralising them. Pure; no I/O.
+
+`MEMORY_TAGS` are the tags of every format loopd knows (`boxmaker.core.chat_format`:
+gemma's and chatml's turn markers, begin and end of text), then the think,
+tool-call and tool-response tags and gemma's image markers. Like the spec's list
+(003 section 6.2) they are built from pieces here, never written whole, so that
+this file is not itself a prompt-breaking text. The loaded model's own list
+(with token ids) is loopd's; `neutralise` takes any list.
+
+The rules:
+
+1. Refuse (`template-tag`, memory writes only): every occurrence of a tag of
+   `MEMORY_TAGS`, matched exactly (case and all), as a tokenizer matches it.
+2. Neutralise (`neutralised-tag`): every occurrence of a listed tag has each of
+   its angle brackets turned into a look-alike, `<` into U+2039 SINGLE
+   LEFT-POINTING ANGLE QUOTATION MARK and `>` into U+203A SINGLE RIGHT-POINTING
+   ANGLE QUOTATION MARK; the rest of the text is left as it is, so the model still
+   reads "the think tag" but the tokenizer sees ordinary characters. These two
+   were chosen over the full-width forms (U+FF1C, U+FF1E) because NFKC does not
+   fold them back to `<` and `>`: a tokenizer or a later step that normalises
+   NFKC (some SentencePiece models do) would re-form the tag from full-width
+   brackets, never from these.
+3. Longer tags are matched first where two start at one place, and the scan is
+   repeated until no tag is left, so overlapping tags in a hostile list cannot
+   leave one standing. Each pass removes at least one angle bracket, so it ends.
+   A listed tag with no angle bracket cannot be disarmed this way: ValueError.
+4. Replacing one character by one keeps every offset, so a finding's start is
+   its place in the text given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from boxmaker.core.chat_format import FORMATS
+from boxmaker.core.sanitize.findings import Action, Finding, Neutralised
+
+REFUSED = "template-tag"
+NEUTRALISED = "neutralised-tag"
+
+OPEN, CLOSE = "<", ">"
+OPEN_LOOKALIKE = "\N{SINGLE LEFT-POINTING ANGLE QUOTATION MARK}"
+CLOSE_LOOKALIKE = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
+_DISARM = str.maketrans({OPEN: OPEN_LOOKALIKE, CLOSE: CLOSE_LOOKALIKE})
+
+
+def _angle(name: str) -> str:
+    return OPEN + name + CLOSE
+
+
+def _format_tags() -> list[str]:
+    tags: list[str] = []
+    for chat in FORMATS.values():
+        tags += [chat.bos, chat.open_turn, chat.close_turn, *chat.stop]
+    return tags
+
+
+_OTHER_TAGS = [
+    _angle(slash + name) for name in ("think", "tool_call", "tool_response") for slash in ("", "/")
+] + [_angle(edge + "_of_image") for edge in ("start", "end")]
+
+MEMORY_TAGS: tuple[str, ...] = tuple(dict.fromkeys(t for t in _format_tags() + _OTHER_TAGS if t))
+
+
+@lru_cache(maxsize=32)
+def _tag_pattern(tags: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not tags:
+        return None
+    for tag in tags:
+        if OPEN not in tag and CLOSE not in tag:
+            raise ValueError(f"tag {tag!r} has no angle bracket to neutralise")
+    longest_first = sorted(set(tags), key=lambda tag: (-len(tag), tag))
+    return re.compile("|".join(map(re.escape, longest_first)))
+
+
+def refused_tags(text: str) -> list[Finding]:
+    """One refuse finding per `MEMORY_TAGS` tag in `text` (rule 1)."""
+    pattern = _tag_pattern(MEMORY_TAGS)
+    assert pattern is not None
+    return [Finding(Action.REFUSE, REFUSED, m.start(), m.group()) for m in pattern.finditer(text)]
+
+
+def _disarm(text: str, tags: Sequence[str]) -> tuple[str, list[Finding]]:
+    pattern = _tag_pattern(tuple(tags))
+    findings: list[Finding] = []
+    while pattern is not None:
+        found = list(pattern.finditer(text))
+        if not found:
+            break
+        pieces: list[str] = []
+        last = 0
+        for match in found:
+            findings.append(Finding(Action.NEUTRALISE, NEUTRALISED, match.start(), match.group()))
+            pieces += [text[last : match.start()], match.group().translate(_DISARM)]
+            last = match.end()
+        text = "".join(pieces) + text[last:]
+    return text, findings
+
+
+def neutralise(text: str, tags: Sequence[str]) -> Neutralised:
+    """`text` with every listed tag's angle brackets turned into look-alikes (rule 2)."""
+    disarmed, findings = _disarm(text, tags)
+    return Neutralised(disarmed, len(findings))
+
+
+def neutralised_tags(text: str, tags: Sequence[str]) -> list[Finding]:
+    """One neutralise finding per tag `neutralise` would disarm, at its place in `text`."""
+    return _disarm(text, tags)[1]

@@ -1,0 +1,151 @@
+"""The worst inputs we can build for each sanitizer pattern, and a clock for scanning them.
+
+Shared by tests/core/test_sanitize_redos.py (each scan under 50 ms) and
+bench/sanitize.py (which may print the worst). No I/O; `time.perf_counter` only.
+
+Each input is a unit repeated to 64 KiB: a near miss of the pattern (a long run
+of its prefix, partial matches over and over, filler words that each could also
+be the next keyword, anchors packed as close as they go so that every window
+check runs). Flag inputs are written as normalised text (lower case, single
+spaces), which is what the flag patterns read; they are normalised again before
+the scan, which leaves them as they are.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from functools import partial
+
+from boxmaker.core.sanitize.characters import character_classes
+from boxmaker.core.sanitize.flag_patterns import PATTERNS as FLAG_PATTERNS
+from boxmaker.core.sanitize.flagging import spans
+from boxmaker.core.sanitize.normalisation import normalise
+from boxmaker.core.sanitize.secret_prefixes import PATTERNS as SECRET_PATTERNS
+from boxmaker.core.sanitize.secret_prefixes import SecretPattern
+from boxmaker.core.sanitize.tags import refused_tags
+
+SIZE = 64 * 1024
+LIMIT_S = 0.050
+
+_FILLER = "all " * 8
+
+FLAG_UNITS: dict[str, tuple[str, ...]] = {
+    "ignore-earlier": (
+        "ignore " + _FILLER,
+        "ignore previous previous previous previous previous previous previous x ",
+        "ignore your all your all your all your all instructionz ",
+        "ignore ",
+    ),
+    "ignore-above-and": ("ignore all of the above text, and instead ", "ignore the above, and "),
+    "override-system-prompt": ("system prompt ", "overridden the system prompt "),
+    "system-prompt-override": ("system prompt overrid ", "system prompt "),
+    "forget-everything": ("forget everything you were ", "forget about everything "),
+    "send-to-url": (
+        "send the secret to https:/ ",
+        "to https://",
+        "send secret to www.",
+        "at the website http:/",
+    ),
+    "image-placeholder": (
+        "![" + "a" * 100 + "](//" + "b" * 299 + "?" + " ",
+        "![](//?" + "q" * 50 + "=",
+        "![" + "]" * 50,
+    ),
+    "reveal-your-prompt": ("your ", "repeat back me your your your prompx ", "your " + _FILLER),
+    "reveal-the-prompt": ("prompt ", "repeat the " + "a " * 40 + "prompt ", "message "),
+    "dump-whole-conversation": ("conversation ", "print all the " + "whole " * 10 + "chat "),
+    "dump-everything-above": ("above ", "print all of the " + "everything " * 6),
+    "write-authorized-keys": ("authorized_keys ", "add " * 20 + "authorized_keyz "),
+    "write-agent-instructions": (".md ", "agents.md ", "add " * 20 + "agents.mdx "),
+    "write-agent-config": (".cursorrules ", ".ssh/config ", ".cursorrule "),
+    "write-boxmaker-config": (".toml ", "loopd.toml ", "add loopd.tom "),
+    "write-boxmaker-etc": ("/etc/boxmaker/", "/etc/boxmaker"),
+    "write-startup-file": (".bashrc ", "add .bashrc ", "curl " * 10 + ".profile "),
+    "write-crontab": ("crontab ", "add crontab ", "crontabs "),
+    "write-sudoers": ("sudoers ", "add sudoers "),
+    "write-rc-local": ("/etc/rc.local ", "add /etc/rc.loca "),
+    "you-are-now": ("you are now a a a a ", "you are now "),
+    "new-instructions": ("instructions ", "new important instructions ", "new new new new "),
+    "mode-switch": ("mode on ", "dan mode enabl ", "mode enabled "),
+    "mode-switch-enter": ("mode ", "enable dan mod "),
+    "mode-switch-dan": ("do anything no ", "do anything "),
+    "mode-switch-developer": ("mode enabled ", "developer mode enabled "),
+    "no-restrictions": ("you are now no no no no ", "you have ", "you are free of any x "),
+    "hide-from-user": ("user ", "do not tell the users ", "never mention this thing to the "),
+    "message-to-the-ai": (
+        "important message from " + "a " * 8 + "to you, the ",
+        "important message from ",
+    ),
+    "note-to-the-ai": ("note to the ai assistant ", "note to "),
+}
+
+SECRET_UNITS: dict[str, tuple[str, ...]] = {
+    "github-classic": ("ghp_" + "a" * 29 + " ", "ghp_", "gh"),
+    "github-fine-grained": ("github_pat_" + "a" * 21 + " ", "github_pat_"),
+    "gitlab": ("glpat-" + "a" * 19 + " ", "glpat-"),
+    "openai": ("sk-" + "a" * SIZE, "sk-" + "a" * 19 + " ", "ask-" + "a" * 30 + " ", "sk-"),
+    "slack": ("xoxb-" + "a" * 9 + " ", "xoxb-"),
+    "aws": ("AKIA" + "A" * 15 + " ", "AKIA", "AKIA" + "A" * 20 + " "),
+    "private-key": (
+        "-----BEGIN " + "A " * 20 + "PRIVATE KE\n",
+        "-----BEGIN PRIVATE KEY-----x",
+        "-----BEGIN ",
+    ),
+}
+
+OTHER_UNITS: dict[str, tuple[str, ...]] = {
+    "template-tags": ("<|im_start", "<", "<end_of_tur", "<" + "|" * 10),
+    "characters": ("\U0001f469\u200d", "\U0001f600\ufe0f", "1\ufe0f", "\U0001f3f4\U000e0067"),
+    "normalise": ("\uff29\u200b ", "a \u2028\u200b b", "1 0 3 4 5 7 @ $ "),
+}
+
+
+def fill(unit: str) -> str:
+    """`unit` repeated to `SIZE` characters."""
+    return (unit * (SIZE // len(unit) + 1))[:SIZE]
+
+
+def best_of(work: Callable[[], object], rounds: int = 3) -> float:
+    """The fastest of `rounds` runs of `work`, in seconds."""
+    times: list[float] = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _secret_scan(pattern: SecretPattern, text: str) -> list[re.Match[str]]:
+    return [m for m in pattern.regex.finditer(text) if pattern.accept(text, m)]
+
+
+def _characters_scan(text: str) -> int:
+    """The character scan's regex over `text`, in C (the work per finding after it is
+    linear in the findings, not a pattern's)."""
+    return character_classes().scan.subn("", text)[1]
+
+
+def scans() -> list[tuple[str, str, Callable[[], object]]]:
+    """(what is scanned, the unit, the scan of its 64 KiB input) for every pattern and unit."""
+    out: list[tuple[str, str, Callable[[], object]]] = []
+    for pattern in FLAG_PATTERNS:
+        for unit in FLAG_UNITS[pattern.name]:
+            text = normalise(fill(unit)).text
+            out.append((f"flag {pattern.name}", unit, partial(spans, pattern, text)))
+    for secret in SECRET_PATTERNS:
+        for unit in SECRET_UNITS[secret.name]:
+            out.append((f"refuse {secret.name}", unit, partial(_secret_scan, secret, fill(unit))))
+    for unit in OTHER_UNITS["template-tags"]:
+        out.append(("refuse template-tag", unit, partial(refused_tags, fill(unit))))
+    for unit in OTHER_UNITS["characters"]:
+        out.append(("refuse characters", unit, partial(_characters_scan, fill(unit))))
+    for unit in OTHER_UNITS["normalise"]:
+        out.append(("flag normalise", unit, partial(normalise, fill(unit))))
+    return out
+
+
+def worst() -> tuple[float, str, str]:
+    """The slowest scan of all: (seconds, what, unit)."""
+    return max((best_of(scan), what, unit) for what, unit, scan in scans())
