@@ -28,6 +28,21 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   Each of TTFT_REPEATS sessions runs on a freshly loaded model; the fastest of each
   turn counts.
 
+- neutralising a 64 KiB tool result (`boxmaker.core.sanitize.neutralise`, as the
+  turn loop does to every tool result when it first appends it) over evaluating
+  it: at most 0.05 (issue 15). The text is the sanitizer's code-work corpus
+  (tests/fixtures/sanitize/code_work.jsonl) repeated to 64 KiB of UTF-8, once
+  without a tag and once with a listed tag every few lines. The list is the
+  loaded model's own list (`boxmaker.loopd.markers.build_markers`: on Gemma 3
+  over 6,000 tags, most of them `<unusedN>`) and `MEMORY_TAGS`. Neutralising: the
+  fastest of NEUTRALISE_ROUNDS calls. Evaluating: 64 KiB is about 21,000 tokens,
+  more than the 4096-token context and a minute's work here, so the cost is
+  scaled per token: `Llama.eval` of the text's first EVAL_TOKENS tokens from a
+  reset state (on the model's thread), the fastest of EVAL_ROUNDS, over
+  EVAL_TOKENS, times the tokens of the neutralised text. A token near the start
+  of a context is the cheapest to evaluate (attention grows with position), so
+  this understates evaluating and the ratio is an upper bound.
+
 loopd runs in this process (the turn loop and the LoopServer on a real Unix
 socket, `boxmaker.testing.daemons`); the client, `boxmaker.ipc.client`, is this
 process's main thread. Work files go in a temporary directory (`--dir` chooses where).
@@ -45,11 +60,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from boxmaker.core.messages import ContentEvent, Turn, TurnDone, TurnEvent
 from boxmaker.core.reply_stream import streamable
+from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
 from boxmaker.ipc import client
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model
+from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import Sampling
 from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
 from boxmaker.loopd.turn import TurnLimits
@@ -66,6 +85,13 @@ TTFT_LIMIT = 1.5
 CONTENT_LIMIT = 1.2
 FIRST_ROUNDS = 16
 FIRST_LIMITS = TurnLimits(max_tool_calls=0, max_tokens=64, reply_tokens=8)
+TOOL_RESULT_BYTES = 64 * 1024
+CODE_WORK = Path(__file__).parent.parent / "tests" / "fixtures" / "sanitize" / "code_work.jsonl"
+TAG_EVERY = 8  # lines, in the text with tags
+NEUTRALISE_ROUNDS = 20
+EVAL_TOKENS = 1024
+EVAL_ROUNDS = 2
+NEUTRALISE_LIMIT = 0.05
 PROMPTS = [
     "Tell me a short story about a lighthouse keeper.",
     "Describe the sea on a stormy night.",
@@ -146,6 +172,48 @@ def first_content_token(detokenize: object, ids: tuple[int, ...]) -> int:
         if streamable(detokenize(ids[:n])):
             return n
     return len(ids)
+
+
+def tool_result(tags: tuple[str, ...]) -> str:
+    """The code-work corpus repeated to TOOL_RESULT_BYTES of UTF-8, cut at a line end;
+    with `tags`, one of them (in turn) at the end of every TAG_EVERY-th line."""
+    lines = [
+        line
+        for raw in CODE_WORK.read_bytes().splitlines()
+        for line in str(orjson.loads(raw)["text"]).splitlines()
+    ]
+    out: list[str] = []
+    size = 0
+    n = 0
+    while True:
+        line = lines[n % len(lines)]
+        if tags and n % TAG_EVERY == TAG_EVERY - 1:
+            line += tags[(n // TAG_EVERY) % len(tags)]
+        if size + len(line.encode()) + 1 > TOOL_RESULT_BYTES:
+            return "\n".join(out) + "\n"
+        out.append(line)
+        size += len(line.encode()) + 1
+        n += 1
+
+
+def neutralise_time(text: str, tags: tuple[str, ...]) -> float:
+    """The fastest of NEUTRALISE_ROUNDS calls of `neutralise(text, tags)`, in seconds."""
+    best = float("inf")
+    for _ in range(NEUTRALISE_ROUNDS):
+        start = time.perf_counter()
+        neutralise(text, tags)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def eval_time(llm: Any, tokens: list[int]) -> float:
+    """Seconds for llama-cpp-python's `Llama.eval` of `tokens` from a reset state."""
+    llm.reset()
+    start = time.perf_counter()
+    llm.eval(tokens)
+    took = time.perf_counter() - start
+    llm.reset()
+    return took
 
 
 def main() -> int:
@@ -252,6 +320,26 @@ def run(work: Path) -> int:
     if not loopd_firsts:
         raise SystemExit("no turn streamed content within its first tokens")
 
+    # --- neutralising a 64 KiB tool result, against evaluating it ------------------------
+    model_list = [marker.text for marker in build_markers(LlamaVocabulary(llm))]
+    tags = tuple(dict.fromkeys([*MEMORY_TAGS, *model_list]))
+    plain = tool_result(())
+    if neutralise(plain, tags).count:
+        raise SystemExit("the code-work corpus holds a listed tag: the plain text is not plain")
+    tagged = tool_result(MEMORY_TAGS)
+    plain_tokens = llama.tokenize(plain, special=False)
+    chunk = plain_tokens[:EVAL_TOKENS]
+    per_token = min(
+        llama.on_model_thread(partial(eval_time, llm, chunk)) for _ in range(EVAL_ROUNDS)
+    ) / len(chunk)
+    neutralised: list[tuple[str, int, int, float, float]] = []  # name, disarmed, tokens, s, s
+    for name, text in (("without tags", plain), ("with tags", tagged)):
+        result = neutralise(text, tags)
+        count = len(llama.tokenize(result.text, special=False))
+        neutralised.append(
+            (name, result.count, count, neutralise_time(text, tags), per_token * count)
+        )
+
     loopd_rate = max(loopd_rates)
     raw_rate = max(raw_rates)
     gen_ratio = loopd_rate / raw_rate
@@ -292,7 +380,21 @@ def run(work: Path) -> int:
         f"  turn {TURNS} ({evaluated[1]} tokens evaluated):             {ttft[1] * 1000:8.1f} ms"
         f"  ratio {ttft_ratio:.3f} (at most {TTFT_LIMIT})"
     )
+    print(
+        f"neutralising a {TOOL_RESULT_BYTES // 1024} KiB tool result ({len(tags)} tags listed), "
+        f"the fastest of {NEUTRALISE_ROUNDS}, over evaluating it ({per_token * 1000:.2f} ms a "
+        f"token: Llama.eval of {len(chunk)} tokens from a reset state, scaled)"
+    )
     failed = []
+    for name, disarmed, count, took, evaluating in neutralised:
+        ratio = took / evaluating
+        print(
+            f"  {name + f' ({disarmed} disarmed):':26} {took * 1000:8.2f} ms over "
+            f"{evaluating * 1000:9.1f} ms for {count} tokens  ratio {ratio:.5f} "
+            f"(at most {NEUTRALISE_LIMIT})"
+        )
+        if ratio > NEUTRALISE_LIMIT:
+            failed.append(f"neutralising ratio {name} {ratio:.5f} > {NEUTRALISE_LIMIT}")
     if gen_ratio < GEN_LIMIT:
         failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
     if content_ratio > CONTENT_LIMIT:

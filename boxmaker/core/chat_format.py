@@ -1,4 +1,4 @@
-"""Chat templates as token-level segments, so that text can never become a control token.
+r"""Chat templates as token-level segments, so that text can never become a control token.
 
 Pure; no I/O. A prompt is rendered as a list of segments. Scaffolding (the turn
 markers) is tokenized with special-token parsing; every message's text (the
@@ -8,15 +8,46 @@ own replies are kept as the token ids it generated and replayed exactly, so a
 prompt is always a prefix-extension of the one before and the evaluated prefix
 can be reused.
 
-Formats, chosen by name (or from the model file's own template, by its markers):
+Formats, chosen by name (`[model] template` in loopd.toml) or from the model
+file's own template (GGUF `tokenizer.chat_template`) by its markers. Each turn
+below is spelled as rendered: the markers are tokenized as markers, the rest
+(`\n`, spaces, the role names of gemma, chatml and llama3) as text, `...` is
+the message:
 
-    gemma    <start_of_turn>user / model ... <end_of_turn>; no system or tool role:
-             the system text opens the first user turn, tool results are user turns
-    chatml   <|im_start|>system / user / assistant / tool ... <|im_end|>
+    gemma    <bos> once, then  <start_of_turn>user\n ... <end_of_turn>\n
+             roles user and model only: the system text opens the first user
+             turn, a tool result is a user turn starting `[result of NAME]\n`;
+             stops at <end_of_turn>, <eos>
+    chatml   <|im_start|>user\n ... <|im_end|>\n  (Qwen, Hermes and others)
+             roles system, user, assistant, tool; stops at <|im_end|>, <|endoftext|>
+    llama3   <|begin_of_text|> once, then
+             <|start_header_id|>user<|end_header_id|>\n\n ... <|eot_id|>
+             roles system, user, assistant, ipython (tool results);
+             stops at <|eot_id|>, <|end_of_text|>
+    phi3     <|user|>\n ... <|end|>\n  (the role is the marker)
+             roles <|system|>, <|user|>, <|assistant|>; a tool result is a
+             labelled user turn, as in gemma; stops at <|end|>, <|endoftext|>
+    mistral  <s> once, then  [INST] ...[/INST]  and the model's reply with no
+             opening marker, closed by </s>; no system or tool role, as in
+             gemma; stops at </s>
+
+The general shape of a turn, which every format fills in: `open_turn`, the
+role's name (itself a marker where `role_markers`), `end_header`, the
+`header_gap` text, the message, `close_turn` (`close_reply` for the model's
+turn where it differs), the `turn_gap` text. Empty parts are left out; a role
+with an empty name and no `open_turn` has no header at all (mistral's model turn).
+
+Choosing (`format_for`): a name picks its format. "auto" looks for each
+format's `detect` markers in the model's template and picks the one format
+whose markers are all there; none, or more than one, is no format (the caller
+refuses to start and names the key). Whoever loads the model then checks with
+`missing_markers` that every marker of the chosen format is one token with
+special parsing, so a format is never used with a vocabulary that lacks it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -60,11 +91,24 @@ class Turn:
 class ChatFormat:
     name: str
     bos: str
-    open_turn: str
-    close_turn: str
+    open_turn: str  # marker before the role's name; "" where the name is the marker
+    close_turn: str  # marker after a message
     stop: tuple[str, ...]  # special tokens that end the model's turn
     roles: dict[Role, str]
     system_role: bool
+    detect: tuple[str, ...]  # what a template of this family spells: all of them
+    role_markers: bool = False  # the role names are markers (phi3's <|user|>)
+    end_header: str = ""  # marker after the role's name (llama3's <|end_header_id|>)
+    header_gap: str = "\n"  # text between a turn's header and its message
+    close_reply: str = ""  # the model turn's closing marker, where not close_turn
+    turn_gap: str = "\n"  # text after a turn's closing marker
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Every marker the format writes or stops at, each once: all must be one token."""
+        names = self.roles.values() if self.role_markers else ()
+        found = (self.bos, self.open_turn, *names, self.end_header, self.close_turn)
+        return tuple(dict.fromkeys(m for m in (*found, self.close_reply, *self.stop) if m))
 
     def render(self, turns: list[Turn], *, generation_prompt: bool = True) -> list[Segment]:
         """Every segment of the prompt for `turns`, ending where the model writes next."""
@@ -74,20 +118,39 @@ class ChatFormat:
             if turn.role is Role.SYSTEM and not self.system_role:
                 pending_system += turn.text + "\n\n"
                 continue
-            segments += [Text(self.open_turn, special=True), Text(self.roles[turn.role] + "\n")]
+            segments += self._header(turn.role)
             if pending_system and turn.role is not Role.MODEL:
                 segments.append(Text(pending_system))
                 pending_system = ""
-            if turn.role is Role.TOOL and not self.system_role:
+            if turn.role is Role.TOOL and self.roles[Role.TOOL] == self.roles[Role.USER]:
                 segments.append(Text(f"[result of {turn.name or 'a tool'}]\n"))
             if turn.role is Role.MODEL and turn.ids is not None:
                 segments.append(Tokens(turn.ids))
             else:
                 segments.append(Text(turn.text))
-            segments += [Text(self.close_turn, special=True), Text("\n")]
+            segments += self._footer(turn.role)
         if generation_prompt:
-            segments += [Text(self.open_turn, special=True), Text(self.roles[Role.MODEL] + "\n")]
+            segments += self._header(Role.MODEL)
         return segments
+
+    def _header(self, role: Role) -> list[Segment]:
+        name = self.roles[role]
+        if not self.open_turn and not name:
+            return []
+        segments: list[Segment] = [Text(self.open_turn, special=True)] if self.open_turn else []
+        if not self.role_markers and not self.end_header:
+            return [*segments, Text(name + self.header_gap)]
+        segments.append(Text(name, special=self.role_markers))
+        if self.end_header:
+            segments.append(Text(self.end_header, special=True))
+        if self.header_gap:
+            segments.append(Text(self.header_gap))
+        return segments
+
+    def _footer(self, role: Role) -> list[Segment]:
+        close = self.close_reply if role is Role.MODEL and self.close_reply else self.close_turn
+        segments: list[Segment] = [Text(close, special=True)]
+        return [*segments, Text(self.turn_gap)] if self.turn_gap else segments
 
 
 GEMMA = ChatFormat(
@@ -98,6 +161,7 @@ GEMMA = ChatFormat(
     stop=("<end_of_turn>", "<eos>"),
     roles={Role.USER: "user", Role.MODEL: "model", Role.TOOL: "user"},
     system_role=False,
+    detect=("<start_of_turn>", "<end_of_turn>"),
 )
 
 CHATML = ChatFormat(
@@ -108,18 +172,83 @@ CHATML = ChatFormat(
     stop=("<|im_end|>", "<|endoftext|>"),
     roles={Role.SYSTEM: "system", Role.USER: "user", Role.MODEL: "assistant", Role.TOOL: "tool"},
     system_role=True,
+    detect=("<|im_start|>", "<|im_end|>"),
 )
 
+LLAMA3 = ChatFormat(
+    name="llama3",
+    bos="<|begin_of_text|>",
+    open_turn="<|start_header_id|>",
+    close_turn="<|eot_id|>",
+    stop=("<|eot_id|>", "<|end_of_text|>"),
+    roles={
+        Role.SYSTEM: "system",
+        Role.USER: "user",
+        Role.MODEL: "assistant",
+        Role.TOOL: "ipython",
+    },
+    system_role=True,
+    detect=("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+    end_header="<|end_header_id|>",
+    header_gap="\n\n",
+    turn_gap="",
+)
+
+PHI3 = ChatFormat(
+    name="phi3",
+    bos="",
+    open_turn="",
+    close_turn="<|end|>",
+    stop=("<|end|>", "<|endoftext|>"),
+    roles={
+        Role.SYSTEM: "<|system|>",
+        Role.USER: "<|user|>",
+        Role.MODEL: "<|assistant|>",
+        Role.TOOL: "<|user|>",
+    },
+    system_role=True,
+    detect=("<|user|>", "<|assistant|>", "<|end|>"),
+    role_markers=True,
+)
+
+MISTRAL = ChatFormat(
+    name="mistral",
+    bos="<s>",
+    open_turn="",
+    close_turn="[/INST]",
+    stop=("</s>",),
+    roles={Role.USER: "[INST]", Role.MODEL: "", Role.TOOL: "[INST]"},
+    system_role=False,
+    detect=("[INST]", "[/INST]"),
+    role_markers=True,
+    header_gap=" ",
+    close_reply="</s>",
+    turn_gap="",
+)
+
+KNOWN_FORMATS = {f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL)}
+
+# The formats whose markers open the default memory tag list (`sanitize.tags`,
+# spec 003 section 6.2); the others' markers come from the loaded model's list.
 FORMATS = {f.name: f for f in (GEMMA, CHATML)}
 
 
+def detect_formats(model_template: str) -> list[ChatFormat]:
+    """The known formats whose every `detect` marker the model's template spells."""
+    return [f for f in KNOWN_FORMATS.values() if all(m in model_template for m in f.detect)]
+
+
 def format_for(name: str, model_template: str | None) -> ChatFormat | None:
-    """The format named `name`; for "auto", the one whose markers the model's template uses."""
+    """The format named `name`; for "auto", the one format whose markers the model's
+    template uses (None when no format, or more than one, matches)."""
     if name != "auto":
-        return FORMATS.get(name)
+        return KNOWN_FORMATS.get(name)
     if model_template is None:
         return None
-    for chat_format in FORMATS.values():
-        if chat_format.open_turn in model_template and chat_format.close_turn in model_template:
-            return chat_format
-    return None
+    found = detect_formats(model_template)
+    return found[0] if len(found) == 1 else None
+
+
+def missing_markers(chat_format: ChatFormat, tokenize: Callable[[str], list[int]]) -> list[str]:
+    """The format's markers that `tokenize` (special parsing on) does not make one token."""
+    return [m for m in chat_format.markers if len(tokenize(m)) != 1]

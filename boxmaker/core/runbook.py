@@ -30,6 +30,7 @@ class Runbook(StrEnum):
     LOOPD_UNAVAILABLE = "loopd-unavailable"
     LOOPD_BUSY = "loopd-busy"
     LOOPD_SELFTEST_FAILED = "loopd-selftest-failed"
+    LOOPD_TAGS_UNEXPECTED = "loopd-tags-unexpected"
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"

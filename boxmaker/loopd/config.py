@@ -6,7 +6,8 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 
     [paths]   home
     [model]   path ("" = the embedded default model), template ("auto", "gemma",
-              "chatml"), context, threads, max_tokens, temperature, top_p, top_k,
+              "chatml", "llama3", "phi3", "mistral": `boxmaker.core.chat_format`),
+              context, threads, max_tokens, temperature, top_p, top_k,
               repeat_penalty, seed
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
     [sockets] loop, group_access
@@ -40,7 +41,7 @@ class PathsSection(Section):
 
 class ModelSection(Section):
     path: str = ""
-    template: Literal["auto", "gemma", "chatml"] = "auto"
+    template: Literal["auto", "gemma", "chatml", "llama3", "phi3", "mistral"] = "auto"
     context: int = Field(default=4096, ge=256)
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     max_tokens: int = Field(default=512, ge=1)

@@ -1,15 +1,18 @@
-"""loopd's console script: `loopd serve`, `loopd probe` and `loopd demo`, each `--config PATH`.
+"""loopd's console script: `loopd serve`, `loopd probe`, `loopd tags` and `loopd demo`,
+each `--config PATH`.
 
 `serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
 it and generate a few tokens, so a build or model that crashes is reported in
 one line instead of crashing loopd in a restart loop), then loads it in this
 process (the embedded default unless `[model] path` names another GGUF file),
-checks its chat format with a self-test, connects the tool port to brokerd,
+checks its chat format with a self-test and its marker list with another
+(`boxmaker.loopd.markers`, docs/markers.md), connects the tool port to brokerd,
 and serves loop.sock in the foreground until SIGTERM. `probe` runs the probe
-alone and prints what it found. `demo --socket PATH --workspace PATH` serves a
+alone and prints what it found. `tags` prints the model's marker list (its
+vocabulary loaded alone). `demo --socket PATH --workspace PATH` serves a
 socket of its own with the scripted demo model (`boxmaker.loopd.demo`) in place
 of the real one, for `scripts/demo`'s walk-through. Exit statuses: 0 after a
-clean stop (or a probe that worked), 1 when it cannot start (the log says why,
+clean stop (or a probe or tags that worked), 1 when it cannot start (the log says why,
 with its runbook pointer), 2 for a configuration error.
 """
 
@@ -26,7 +29,13 @@ from functools import partial
 from pathlib import Path
 
 from boxmaker import __version__
-from boxmaker.core.chat_format import GEMMA, ChatFormat, format_for
+from boxmaker.core.chat_format import (
+    GEMMA,
+    KNOWN_FORMATS,
+    ChatFormat,
+    format_for,
+    missing_markers,
+)
 from boxmaker.core.errors import StartupError
 from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
@@ -37,6 +46,13 @@ from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
+from boxmaker.loopd.markers import (
+    build_markers,
+    check_markers,
+    describe,
+    format_markers,
+    load_vocabulary,
+)
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.serve import LoopServer
@@ -46,17 +62,29 @@ from boxmaker.loopd.turn import TurnLimits, TurnLoop
 log = logging.getLogger("loopd")
 
 SELFTEST_POINTER = Runbook.LOOPD_SELFTEST_FAILED.pointer
+TAGS_POINTER = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
 
 
 def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
+    """`[model] template`, or for "auto" the family of the model file's own template;
+    StartupError naming the key when there is none, or the vocabulary lacks a marker."""
     name = config.model.template
     if name == "auto" and not config.model.path and model.chat_template is None:
         name = "gemma"  # the embedded default is the base Gemma 3, with no template
+    choices = ", ".join(f'"{known}"' for known in KNOWN_FORMATS)
     chosen = format_for(name, model.chat_template)
     if chosen is None:
         raise StartupError(
             "the model file names no chat template loopd knows; set [model] template "
-            f'to "gemma" or "chatml" in loopd.toml; {SELFTEST_POINTER}'
+            f"in loopd.toml to one of {choices}; {SELFTEST_POINTER}"
+        )
+    missing = missing_markers(chosen, partial(model.tokenize, special=True))
+    if missing:
+        raise StartupError(
+            f"the model's vocabulary has no single token for the {chosen.name} "
+            f"marker{'s' if len(missing) > 1 else ''} {', '.join(missing)}: it is not "
+            f"a {chosen.name} model; set [model] template in loopd.toml to its own "
+            f"format, one of {choices}; {SELFTEST_POINTER}"
         )
     return chosen
 
@@ -64,10 +92,7 @@ def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
 def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
     """Each scaffolding tag must be one token as a tag and several as ordinary text."""
     problems = []
-    tags = {chat_format.open_turn, chat_format.close_turn, *chat_format.stop}
-    if chat_format.bos:
-        tags.add(chat_format.bos)
-    for tag in sorted(tags):
+    for tag in sorted(chat_format.markers):
         as_tag = model.tokenize(tag, special=True)
         as_text = model.tokenize(tag, special=False)
         if len(as_tag) != 1:
@@ -75,6 +100,27 @@ def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
         if len(as_text) < 2:
             problems.append(f"{tag!r} as ordinary text is a single token: text could forge it")
     return problems
+
+
+def check_tags(model: LlamaModel, chat_format: ChatFormat) -> None:
+    """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
+    one line naming the first few problems, when it fails."""
+    problems = check_markers(model, model.markers, format_markers(chat_format), model.plain_tokens)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise StartupError(
+            f"marker self-test failed: {'; '.join(problems[:3])}{more}; {TAGS_POINTER}"
+        )
+    log.info("event=markers_checked markers=%d", len(model.markers))
+
+
+def print_tags(config: LoopdConfig) -> int:
+    """`loopd tags`: the model's markers, one a line (id, text as data, why)."""
+    markers = build_markers(load_vocabulary(model_path(config)))
+    for line in describe(markers):
+        print(line)
+    print(f"loopd: {len(markers)} markers")
+    return 0
 
 
 def model_path(config: LoopdConfig) -> Path:
@@ -121,13 +167,15 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     problems = self_test(model, chat_format)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
+    check_tags(model, chat_format)
     detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
     limits = TurnLimits(
         max_tool_calls=config.turn.max_tool_calls,
         max_tokens=config.turn.max_tokens,
         reply_tokens=config.model.max_tokens,
     )
-    return serve_turns(config, model, chat_format, config.loop_socket, detail, limits)
+    markers = tuple(m.text for m in model.markers)
+    return serve_turns(config, model, chat_format, config.loop_socket, detail, limits, markers)
 
 
 def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
@@ -149,6 +197,7 @@ def serve_turns(
     socket_path: Path,
     detail: str,
     limits: TurnLimits,
+    markers: Sequence[str] = (),
 ) -> int:
     """The turn loop over `model`, its tool port to brokerd, on `socket_path` until SIGTERM."""
     broker_socket = config.broker_socket
@@ -157,7 +206,7 @@ def serve_turns(
         log.warning("event=no_broker %s; %s", NOT_CONFIGURED, Runbook.BROKER_UNAVAILABLE.pointer)
     else:
         port = BrokerPort(broker_socket, config.broker.timeout_ms)
-    turns = TurnLoop(model, chat_format, SessionLogs(config.home), port, limits)
+    turns = TurnLoop(model, chat_format, SessionLogs(config.home), port, limits, markers=markers)
     block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
     listening = bind_socket(socket_path, link_modes(config.sockets.group_access), backlog=16)
     started = format_timestamp(datetime.now(UTC))
@@ -186,6 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("serve", help="serve loop.sock in the foreground")
     run.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    tags = commands.add_parser(
+        "tags", help="print the model's markers: id, text, why (docs/markers.md)"
+    )
+    tags.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
     check = commands.add_parser(
         "probe", help="load the model in a child process and generate a few tokens"
     )
@@ -210,6 +263,8 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
         probed = probe(config)
         print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
         return 0
+    if args.command == "tags":
+        return print_tags(config)
     if args.command == "demo":
         return demo(config, args.socket.absolute(), args.workspace.absolute())
     return serve(config)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.layout import Home
+from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,10 @@ class LlamaModel:
         weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
+        # every token text could produce that is not plain text (docs/markers.md)
+        vocabulary = LlamaVocabulary(self._llm)
+        self.markers: tuple[Marker, ...] = build_markers(vocabulary)
+        self.plain_tokens = tuple(plain_user_defined(vocabulary, self.markers))
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         with self._lock:

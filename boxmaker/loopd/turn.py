@@ -4,7 +4,8 @@ I/O: the session log, the model, the broker port (through their seams). The
 turn's states, as transitions:
 
     START      open the log (damaged: refuse); a new session must not have a log,
-               a resumed one must; append the owner's text       -> GENERATE
+               a resumed one must; append the owner's text,
+               neutralised (below)                               -> GENERATE
     GENERATE   render the log as a prompt, generate, its content streamed as content
                events while the model writes (`core.reply_stream`: what could
                still be a tool call is held back); append the model's reply; the
@@ -16,12 +17,35 @@ turn's states, as transitions:
     TOOLS      for each call, while under the tool-call bound: tool_call_started,
                run it (core tool, or brokerd through the port: approval_pending
                when it waits, tool_denied when denied), append the result,
-               tool_result                                       -> GENERATE
+               neutralised; tool_result                          -> GENERATE
                the bound reached                                 -> DONE (with a notice)
     DONE       turn_done with the final content and the session's trust
 
 Every result the model reads is appended to the log before the model sees it,
 and the log is the only source of prompts, so a replay sends what was evaluated.
+
+Neutralising (003 sections 6.2 and 8). Text that did not come from the model is
+neutralised (`boxmaker.core.sanitize.neutralise`: each listed tag's angle brackets
+become look-alikes) when it is first appended to the log, so the log holds the
+neutralised text and every later prompt replays exactly those bytes:
+
+    the owner's (and other speakers') messages    UserEntry.text, at START
+    tool results, loopd's own and brokerd's       ToolEntry.content, at TOOLS,
+      (already capped by whoever produced them)     before the model or anyone sees it
+    the memory block, when there is one           (not yet: loopd has no memory)
+
+The model's own output (ModelEntry: its text and its ids) is never touched. The
+tool_result event carries the neutralised content: what the log holds and the
+model read, so a client shows the owner what the model was shown. Only the count
+of tags disarmed is logged (`event=neutralised`), never the text.
+
+The list: `markers`, the loaded model's marker texts (`loopd.markers`), plus the
+chat format's own (`ChatFormat.markers`: begin of text, turn and role markers,
+stops), so a model whose list misses them is still safe. An empty `markers` (no
+list loaded: the demo model, tests that predate the list) neutralises nothing;
+the scaffolding is then kept out by tokenizing text without special parsing
+alone. A tag with no bracket to disarm cannot be neutralised: ValueError when
+the loop is made, not mid-turn.
 """
 
 from __future__ import annotations
@@ -30,7 +54,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -51,6 +75,7 @@ from boxmaker.core.messages import (
     TurnDone,
 )
 from boxmaker.core.reply_stream import ReplyStream
+from boxmaker.core.sanitize import neutralise
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
@@ -89,9 +114,12 @@ class TurnLoop:
         port: BrokerPort | None,
         limits: TurnLimits,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        markers: Sequence[str] = (),
     ) -> None:
         self._model = model
         self._format = chat_format
+        self._tags = self._tags_for(chat_format, markers)
         self._logs = logs
         self._port = port
         self._limits = limits
@@ -100,6 +128,23 @@ class TurnLoop:
         self._stop = self._stop_ids()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+
+    @staticmethod
+    def _tags_for(chat_format: ChatFormat, markers: Sequence[str]) -> tuple[str, ...]:
+        """What neutralising disarms: `markers` and the format's scaffolding (none when
+        `markers` is empty); ValueError for a tag that cannot be neutralised."""
+        if not markers:
+            return ()
+        tags = tuple(dict.fromkeys(t for t in (*markers, *chat_format.markers) if t))
+        neutralise("", tags)  # a tag with no bracket to disarm fails here, not in a turn
+        return tags
+
+    def _neutralised(self, session: str, entry: str, text: str) -> str:
+        """`text` with the listed tags disarmed, the count (never the text) logged."""
+        result = neutralise(text, self._tags)
+        if result.count:
+            log.info("event=neutralised session=%s entry=%s count=%d", session, entry, result.count)
+        return result.text
 
     def _stop_ids(self) -> set[int]:
         ids = set()
@@ -132,7 +177,7 @@ class TurnLoop:
                 )
             if resume and not session_log.entries:
                 raise TurnRefusedError(f"session {session} has no log to resume")
-            session_log.append(UserEntry(text=text))
+            session_log.append(UserEntry(text=self._neutralised(session, "user", text)))
             final = self._loop(session, session_log, emit)
             return TurnDone(session=session, content=final, untrusted=session_log.untrusted)
 
@@ -198,11 +243,12 @@ class TurnLoop:
             outcome = ToolOutcome(f"The tool call could not be read: {call.problem}")
         else:
             outcome = self._run(session, call_id, call, emit)
+        content = self._neutralised(session, "tool", outcome.content)
         session_log.append(
             ToolEntry(
                 call=call_id,
                 name=name,
-                content=outcome.content,
+                content=content,
                 class_=outcome.class_,
                 untrusted=outcome.untrusted,
                 truncated=outcome.truncated,
@@ -212,7 +258,7 @@ class TurnLoop:
             ToolResultEvent(
                 call=call_id,
                 name=name,
-                content=outcome.content,
+                content=content,  # neutralised: what the log holds and the model reads
                 class_=outcome.class_,
                 untrusted=outcome.untrusted,
                 truncated=outcome.truncated,

@@ -21,9 +21,14 @@ class Llama:
 
 _LOADS = """
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+def llama_model_get_vocab(model):
+    return model
+def llama_vocab_n_tokens(vocab):
+    return 0  # no token of its own: an empty marker list
 class Llama:
     def __init__(self, **kwargs):
         self.metadata = {}
+        self.model = object()
         self._input_ids = []
     def tokenize(self, text, add_bos=False, special=False):
         return [5, 6, 7]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,12 @@ from boxmaker.core.sanitize.flag_patterns import PATTERNS
 from boxmaker.core.sanitize.flagging import REACH, spans
 from boxmaker.core.sanitize.normalisation import folding, normalise
 from boxmaker.core.sanitize.secret_prefixes import redact
-from boxmaker.core.sanitize.tags import CLOSE_LOOKALIKE, OPEN_LOOKALIKE
+from boxmaker.core.sanitize.tags import (
+    CLOSE_LOOKALIKE,
+    OPEN_LOOKALIKE,
+    SQUARE_CLOSE_LOOKALIKE,
+    SQUARE_OPEN_LOOKALIKE,
+)
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "sanitizer.md"
 KEY = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"  # 36 characters, fake
@@ -399,3 +405,12 @@ def test_every_ending_window_holds_its_longest_match() -> None:
                 assert longest < REACH, f"{pattern.name}: {before.pattern} may be {longest}"
         for near, _ in pattern.near:
             assert _parser.parse(near.pattern).getwidth()[1] < REACH, pattern.name
+
+
+def test_a_bracket_shaped_tag_has_its_square_brackets_disarmed() -> None:
+    inst = "[" + "INST" + "]"
+    result = neutralise(f"a {inst} b [i] c", [inst])
+    assert result == Neutralised(
+        f"a {SQUARE_OPEN_LOOKALIKE}INST{SQUARE_CLOSE_LOOKALIKE} b [i] c", 1
+    )
+    assert unicodedata.normalize("NFKC", result.text) == result.text  # NFKC does not re-form it

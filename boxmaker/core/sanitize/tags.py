@@ -19,11 +19,16 @@ The rules:
    were chosen over the full-width forms (U+FF1C, U+FF1E) because NFKC does not
    fold them back to `<` and `>`: a tokenizer or a later step that normalises
    NFKC (some SentencePiece models do) would re-form the tag from full-width
-   brackets, never from these.
+   brackets, never from these. A bracket-shaped tag (Mistral's instruction
+   markers, Gemma's multimodal marker, the padding tokens some vocabularies
+   hold) has its square brackets turned the same way, `[` into U+2045 LEFT
+   SQUARE BRACKET WITH QUILL and `]` into U+2046 RIGHT SQUARE BRACKET WITH
+   QUILL (again not folded by NFKC, unlike the full-width U+FF3B and U+FF3D).
 3. Longer tags are matched first where two start at one place, and the scan is
    repeated until no tag is left, so overlapping tags in a hostile list cannot
-   leave one standing. Each pass removes at least one angle bracket, so it ends.
-   A listed tag with no angle bracket cannot be disarmed this way: ValueError.
+   leave one standing. Each pass removes at least one bracket, so it ends. A
+   listed tag with no angle bracket or square bracket cannot be disarmed this
+   way: ValueError.
 4. Replacing one character by one keeps every offset, so a finding's start is
    its place in the text given.
 """
@@ -43,7 +48,18 @@ NEUTRALISED = "neutralised-tag"
 OPEN, CLOSE = "<", ">"
 OPEN_LOOKALIKE = "\N{SINGLE LEFT-POINTING ANGLE QUOTATION MARK}"
 CLOSE_LOOKALIKE = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
-_DISARM = str.maketrans({OPEN: OPEN_LOOKALIKE, CLOSE: CLOSE_LOOKALIKE})
+SQUARE_OPEN, SQUARE_CLOSE = "[", "]"
+SQUARE_OPEN_LOOKALIKE = "\N{LEFT SQUARE BRACKET WITH QUILL}"
+SQUARE_CLOSE_LOOKALIKE = "\N{RIGHT SQUARE BRACKET WITH QUILL}"
+_DISARM = str.maketrans(
+    {
+        OPEN: OPEN_LOOKALIKE,
+        CLOSE: CLOSE_LOOKALIKE,
+        SQUARE_OPEN: SQUARE_OPEN_LOOKALIKE,
+        SQUARE_CLOSE: SQUARE_CLOSE_LOOKALIKE,
+    }
+)
+_BRACKETS = frozenset(OPEN + CLOSE + SQUARE_OPEN + SQUARE_CLOSE)
 
 
 def _angle(name: str) -> str:
@@ -69,8 +85,8 @@ def _tag_pattern(tags: tuple[str, ...]) -> re.Pattern[str] | None:
     if not tags:
         return None
     for tag in tags:
-        if OPEN not in tag and CLOSE not in tag:
-            raise ValueError(f"tag {tag!r} has no angle bracket to neutralise")
+        if _BRACKETS.isdisjoint(tag):
+            raise ValueError(f"tag {tag!r} has no angle bracket or square bracket to neutralise")
     longest_first = sorted(set(tags), key=lambda tag: (-len(tag), tag))
     return re.compile("|".join(map(re.escape, longest_first)))
 
@@ -100,7 +116,7 @@ def _disarm(text: str, tags: Sequence[str]) -> tuple[str, list[Finding]]:
 
 
 def neutralise(text: str, tags: Sequence[str]) -> Neutralised:
-    """`text` with every listed tag's angle brackets turned into look-alikes (rule 2)."""
+    """`text` with every listed tag's brackets turned into look-alikes (rule 2)."""
     disarmed, findings = _disarm(text, tags)
     return Neutralised(disarmed, len(findings))
 

@@ -1,0 +1,158 @@
+"""The chat formats against real vocabularies: llama.cpp's vocabulary-only GGUF files.
+
+Each format's markers must be single tokens in the vocabulary of its family, and
+`choose_format` must pick the family from the file's own template where the file
+carries one, and refuse a format whose markers the vocabulary lacks. The files
+are those of the pinned llama-cpp-python's source package
+(`vendor/llama.cpp/models/ggml-vocab-*.gguf`), which `scripts/fetch-vocabularies`
+fetches once into a cache (as for test_marker_vocabularies.py); none of them is a
+Mistral vocabulary with `[INST]` as a token, so mistral is checked only as
+refused (on Llama 2's, whose templates spell `[INST]` as plain text).
+
+Without llama-cpp-python these tests are skipped, loudly; with CI set they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import llama_cpp
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    _WHY = (
+        f"llama-cpp-python cannot be imported ({exc}): the vocabulary tests did NOT run; "
+        "install it (pip install llama-cpp-python) to run them"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(_WHY, pytrace=False)
+    print(f"\n*** SKIPPED: {_WHY} ***", file=sys.__stderr__)
+    pytest.skip(_WHY, allow_module_level=True)
+
+from boxmaker.core.chat_format import KNOWN_FORMATS, missing_markers
+from boxmaker.core.errors import StartupError
+from boxmaker.loopd.config import LoopdConfig
+from boxmaker.loopd.main import choose_format
+from boxmaker.loopd.model import Generation
+
+pytestmark = [pytest.mark.slow]
+
+FETCH = Path(__file__).resolve().parents[2] / "scripts" / "fetch-vocabularies"
+
+
+@pytest.fixture(scope="module")
+def vocabulary_dir() -> Path:
+    """The extracted files (fetched once into the cache; a failure fails, never skips)."""
+    done = subprocess.run(
+        [str(FETCH)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=600,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/fetch-vocabularies failed ({done.returncode}): {done.stderr}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+class VocabularyOnly:
+    """The `Model` choose_format needs, over a vocabulary-only GGUF: it cannot generate."""
+
+    def __init__(self, path: Path) -> None:
+        self._llm: Any = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        ids: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        return ids
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        data: bytes = self._llm.detokenize(list(ids))
+        return data.decode("utf-8", errors="replace")
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
+        raise AssertionError("a vocabulary-only file cannot generate")
+
+
+@pytest.fixture(scope="module")
+def vocabularies(vocabulary_dir: Path) -> dict[str, VocabularyOnly]:
+    return {name: VocabularyOnly(vocabulary_dir / f"ggml-vocab-{name}.gguf") for name in SINGLE}
+
+
+def _config(template: str) -> LoopdConfig:
+    return LoopdConfig.model_validate(
+        {"paths": {"home": "/nonexistent"}, "model": {"path": "own.gguf", "template": template}}
+    )
+
+
+# which formats' markers are all single tokens in each vocabulary
+SINGLE = {
+    "llama-bpe": {"llama3"},  # Llama 3
+    "phi-3": {"phi3"},
+    "qwen2": {"chatml"},
+    "qwen35": {"chatml"},
+    "llama-spm": set(),  # Llama 2: [INST] is plain text
+    "gemma-4": set(),  # Gemma 4's turn markers are not Gemma 3's
+}
+
+
+@pytest.mark.parametrize("vocabulary", list(SINGLE))
+def test_each_format_is_whole_only_in_the_vocabulary_of_its_family(
+    vocabularies: dict[str, VocabularyOnly], vocabulary: str
+) -> None:
+    model = vocabularies[vocabulary]
+    whole = {
+        name
+        for name, chat_format in KNOWN_FORMATS.items()
+        if not missing_markers(chat_format, lambda tag: model.tokenize(tag, special=True))
+    }
+    assert whole == SINGLE[vocabulary]
+
+
+@pytest.mark.parametrize(
+    ("vocabulary", "expected"), [("phi-3", "phi3"), ("qwen2", "chatml"), ("qwen35", "chatml")]
+)
+def test_auto_picks_the_family_from_the_files_own_template(
+    vocabularies: dict[str, VocabularyOnly], vocabulary: str, expected: str
+) -> None:
+    assert choose_format(_config("auto"), vocabularies[vocabulary]) is KNOWN_FORMATS[expected]
+
+
+def test_a_named_format_is_taken_where_the_vocabulary_has_it(
+    vocabularies: dict[str, VocabularyOnly],
+) -> None:
+    assert choose_format(_config("llama3"), vocabularies["llama-bpe"]).name == "llama3"
+
+
+@pytest.mark.parametrize(
+    ("vocabulary", "template"),
+    [
+        ("llama-spm", "mistral"),
+        ("llama-spm", "auto"),
+        ("gemma-4", "auto"),
+        ("gemma-4", "gemma"),
+        ("qwen2", "llama3"),
+        ("llama-bpe", "auto"),
+    ],
+)
+def test_a_format_the_vocabulary_or_template_does_not_carry_is_refused(
+    vocabularies: dict[str, VocabularyOnly], vocabulary: str, template: str
+) -> None:
+    with pytest.raises(StartupError, match=r"set \[model\] template in loopd.toml"):
+        choose_format(_config(template), vocabularies[vocabulary])
