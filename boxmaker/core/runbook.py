@@ -34,6 +34,9 @@ class Runbook(StrEnum):
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"
+    MEMORY_WRITE_REFUSED = "memory-write-refused"
+    MEMORY_WRITE_FLAGGED = "memory-write-flagged"
+    MEMORY_ENTRY_EXCLUDED = "memory-entry-excluded"
 
     @property
     def pointer(self) -> str:

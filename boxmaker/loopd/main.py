@@ -187,7 +187,7 @@ def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
     # its tokens are characters: [model] max_tokens and [turn] max_tokens, set for
     # the real model, would cut its replies short
     limits = TurnLimits(config.turn.max_tool_calls, max_tokens=64_000, reply_tokens=64_000)
-    return serve_turns(config, model, GEMMA, socket_path, detail, limits)
+    return serve_turns(config, model, GEMMA, socket_path, detail, limits, tuple(GEMMA.markers))
 
 
 def serve_turns(
