@@ -6,6 +6,9 @@ else /var/lib/boxmaker:
     <home>/run/loop-broker/broker.sock   brokerd, for loopd (and memoryd)
     <home>/run/owner-broker/admin.sock   brokerd, for the owner (bxctl, gatewayd)
     <home>/run/loop/loop.sock            loopd, for its clients
+    <home>/run/loop-memory/memory.sock   memoryd, for loopd (the memory block)
+    <home>/run/broker-memory/memory.sock memoryd, for brokerd (memory tool calls)
+    <home>/run/owner-memory/admin.sock   memoryd, for the owner (bxctl memory)
     <home>/run/egress/                   brokerd's per-call egress proxies
     <home>/audit/YYYY-MM-DD.jsonl        the audit log; <home>/audit/.lock
     <home>/broker/sessions/<id>.json     brokerd's session state
@@ -72,6 +75,18 @@ class Home:
     @property
     def loop_socket(self) -> Path:
         return self.run / "loop" / "loop.sock"
+
+    @property
+    def loop_memory_socket(self) -> Path:
+        return self.run / "loop-memory" / "memory.sock"
+
+    @property
+    def broker_memory_socket(self) -> Path:
+        return self.run / "broker-memory" / "memory.sock"
+
+    @property
+    def owner_memory_socket(self) -> Path:
+        return self.run / "owner-memory" / "admin.sock"
 
     @property
     def egress(self) -> Path:

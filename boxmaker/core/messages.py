@@ -12,8 +12,15 @@ fields in declaration order and absent optional fields left out;
                                                              approve_result, ok,
                                                              grants_report
     loop.sock       turn                                     turn_event..., turn_done
+    memory.sock     memory_block, session_updated            memory_block_reply, ok
+    (loop-memory)
+    memory.sock     memory_call                              tool_response
+    (broker-memory)
+    admin.sock      reindex, memory_log                      reindexed, memory_log_reply
+    (owner-memory)
     admin.sock,     status                                   status_report
-    loop.sock
+    loop.sock,
+    memoryd's three
     any             -                                        error
 """
 
@@ -226,6 +233,79 @@ class TurnDone(Strict):
     untrusted: bool  # the session has read untrusted content
 
 
+# --- memoryd: loop-memory/memory.sock -------------------------------------------------
+
+
+class MemoryBlock(Strict):
+    """loopd, at a session's start: the memory block for its system prompt."""
+
+    kind: Literal["memory_block"] = "memory_block"
+    session: SessionId
+
+
+class MemoryBlockReply(Strict):
+    kind: Literal["memory_block_reply"] = "memory_block_reply"
+    text: str  # soul.md and the identity entries that pass, not yet neutralised
+    excluded: int = Field(ge=0)  # identity entries left out (logged by memoryd with their rule)
+
+
+class SessionUpdated(Strict):
+    """loopd: a turn of `session` has been logged (answered `ok`)."""
+
+    kind: Literal["session_updated"] = "session_updated"
+    session: SessionId
+
+
+# --- memoryd: broker-memory/memory.sock -----------------------------------------------
+
+MemoryTool = Literal[
+    "memory_add", "memory_replace", "memory_consolidate", "memory_note", "memory_recall"
+]
+MEMORY_TOOLS: tuple[str, ...] = (
+    "memory_add",
+    "memory_replace",
+    "memory_consolidate",
+    "memory_note",
+    "memory_recall",
+)
+
+
+class MemoryCall(Strict):
+    """brokerd, after granting a memory tool call: answered by one `tool_response`."""
+
+    kind: Literal["memory_call"] = "memory_call"
+    session: SessionId
+    call: CallId
+    tool: MemoryTool
+    arguments: str  # the call's arguments as compact JSON text
+    taint: DataClass  # the session's taint
+    untrusted: bool  # the session has read untrusted content
+
+
+# --- memoryd: owner-memory/admin.sock -------------------------------------------------
+
+MAX_MEMORY_LOG = 1000  # journal lines in one answer (each a few hundred bytes)
+
+
+class Reindex(Strict):
+    kind: Literal["reindex"] = "reindex"
+
+
+class Reindexed(Strict):
+    kind: Literal["reindexed"] = "reindexed"
+    entries: int = Field(ge=0)
+
+
+class MemoryLog(Strict):
+    kind: Literal["memory_log"] = "memory_log"
+    limit: int = Field(ge=1, le=MAX_MEMORY_LOG)  # the last `limit` journal lines
+
+
+class MemoryLogReply(Strict):
+    kind: Literal["memory_log_reply"] = "memory_log_reply"
+    lines: tuple[str, ...]  # journal lines, oldest first, without their line feed
+
+
 # --- the union and the envelope ----------------------------------------------------
 
 ToolResponse = PendingApprovalResponse | ResultResponse | FailedResponse | DeniedResponse
@@ -250,6 +330,14 @@ _KINDS: dict[str, type[Strict]] = {
     "turn": Turn,
     "turn_event": TurnEvent,
     "turn_done": TurnDone,
+    "memory_block": MemoryBlock,
+    "memory_block_reply": MemoryBlockReply,
+    "session_updated": SessionUpdated,
+    "memory_call": MemoryCall,
+    "reindex": Reindex,
+    "reindexed": Reindexed,
+    "memory_log": MemoryLog,
+    "memory_log_reply": MemoryLogReply,
 }
 
 
@@ -282,7 +370,15 @@ Message = Annotated[
     | Annotated[StatusReport, Tag("status_report")]
     | Annotated[Turn, Tag("turn")]
     | Annotated[TurnEvent, Tag("turn_event")]
-    | Annotated[TurnDone, Tag("turn_done")],
+    | Annotated[TurnDone, Tag("turn_done")]
+    | Annotated[MemoryBlock, Tag("memory_block")]
+    | Annotated[MemoryBlockReply, Tag("memory_block_reply")]
+    | Annotated[SessionUpdated, Tag("session_updated")]
+    | Annotated[MemoryCall, Tag("memory_call")]
+    | Annotated[Reindex, Tag("reindex")]
+    | Annotated[Reindexed, Tag("reindexed")]
+    | Annotated[MemoryLog, Tag("memory_log")]
+    | Annotated[MemoryLogReply, Tag("memory_log_reply")],
     Discriminator(
         _tag,
         custom_error_type="unknown_kind",

@@ -37,6 +37,7 @@ class Runbook(StrEnum):
     MEMORY_WRITE_REFUSED = "memory-write-refused"
     MEMORY_WRITE_FLAGGED = "memory-write-flagged"
     MEMORY_ENTRY_EXCLUDED = "memory-entry-excluded"
+    MEMORYD_BUSY = "memoryd-busy"
 
     @property
     def pointer(self) -> str:

@@ -32,7 +32,15 @@ def make_home(base: Path) -> Path:
 
 def _longest_socket(home: Path) -> int:
     place = Home(home)
-    return max(len(str(p)) for p in (place.broker_socket, place.admin_socket, place.loop_socket))
+    sockets = (
+        place.broker_socket,
+        place.admin_socket,
+        place.loop_socket,
+        place.loop_memory_socket,
+        place.broker_memory_socket,
+        place.owner_memory_socket,
+    )
+    return max(len(str(p)) for p in sockets)
 
 
 def write_grant(

@@ -28,12 +28,20 @@ from boxmaker.core.messages import (
     Error,
     FailedResponse,
     GrantsReport,
+    MemoryBlock,
+    MemoryBlockReply,
+    MemoryCall,
+    MemoryLog,
+    MemoryLogReply,
     Ok,
     PendingApproval,
     PendingApprovalResponse,
     ReasoningEvent,
     Refuse,
+    Reindex,
+    Reindexed,
     ResultResponse,
+    SessionUpdated,
     Status,
     StatusReport,
     ToolCallStartedEvent,
@@ -192,6 +200,53 @@ CASES: dict[str, Envelope] = {
     ),
     "turn_done": Envelope(
         id="t1", final=True, message=TurnDone(session="chat-1", content="Done.", untrusted=False)
+    ),
+    # memoryd's three links
+    "memory_block": Envelope(id="m1", final=True, message=MemoryBlock(session="chat-1")),
+    "memory_block_reply": Envelope(
+        id="m1",
+        final=True,
+        message=MemoryBlockReply(
+            text="You are Kyle's assistant.\n\n## Memory\n\nThe owner prefers tabs.", excluded=1
+        ),
+    ),
+    "session_updated": Envelope(id="m2", final=True, message=SessionUpdated(session="chat-1")),
+    "memory_call": Envelope(
+        id="c10",
+        final=True,
+        message=MemoryCall(
+            session="chat-1",
+            call="c10",
+            tool="memory_recall",
+            arguments='{"query":"deploy"}',
+            taint=DataClass.PRIVATE,
+            untrusted=False,
+        ),
+    ),
+    "tool_response_result_untrusted": Envelope(
+        id="c10",
+        final=True,
+        message=ResultResponse(
+            content='{"entries":[{"id":"n-0123456789ab","kind":"note","text":"deploy on'
+            ' fridays","untrusted":true,"time":"2026-11-30T12:00:00.000Z"}]}',
+            class_=DataClass.PRIVATE,
+            untrusted=True,
+            truncated=False,
+        ),
+    ),
+    "reindex": Envelope(id="o1", final=True, message=Reindex()),
+    "reindexed": Envelope(id="o1", final=True, message=Reindexed(entries=12)),
+    "memory_log": Envelope(id="o2", final=True, message=MemoryLog(limit=20)),
+    "memory_log_reply": Envelope(
+        id="o2",
+        final=True,
+        message=MemoryLogReply(
+            lines=(
+                '{"time":"2026-11-30T12:00:00.000Z","session":"chat-1","call":"c3",'
+                '"taint":"private","untrusted":false,"action":"added","kind":"memory",'
+                '"entry":"m-3f2a9c01b4de","removed":[],"rule":null,"entry_untrusted":false}',
+            )
+        ),
     ),
 }
 
