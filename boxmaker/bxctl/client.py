@@ -1,4 +1,4 @@
-"""bxctl's requests to brokerd and loopd, over the one client of `boxmaker.ipc.client`.
+"""bxctl's requests to brokerd, loopd and memoryd, over the one client of `boxmaker.ipc.client`.
 
 A failure to connect, a closed connection before the final answer, a timeout or
 an `error` answer becomes a `CliError` with one line naming the socket and what
@@ -40,8 +40,13 @@ def default_loop_socket() -> Path:
     return Home(home_dir()).loop_socket
 
 
+def default_memory_socket() -> Path:
+    return Home(home_dir()).owner_memory_socket
+
+
 BROKERD = ("brokerd", Runbook.BROKER_UNAVAILABLE.pointer)
 LOOPD = ("loopd", Runbook.LOOPD_UNAVAILABLE.pointer)
+MEMORYD = ("memoryd", Runbook.MEMORYD_UNAVAILABLE.pointer)
 
 
 def stream(

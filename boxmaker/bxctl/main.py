@@ -38,6 +38,7 @@ COMMAND_MODULES = {
     "status": "status_cmd",
     "install": "install_cmd",
     "sanitize": "sanitize_cmd",
+    "memory": "memory_cmd",
 }
 
 

@@ -38,6 +38,7 @@ class Runbook(StrEnum):
     MEMORY_WRITE_FLAGGED = "memory-write-flagged"
     MEMORY_ENTRY_EXCLUDED = "memory-entry-excluded"
     MEMORYD_BUSY = "memoryd-busy"
+    MEMORYD_UNAVAILABLE = "memoryd-unavailable"
 
     @property
     def pointer(self) -> str:

@@ -1,0 +1,100 @@
+"""`bxctl memory log [--limit N]` and `bxctl memory reindex`: the owner asks memoryd.
+
+I/O: one request on memoryd's owner socket (`owner-memory/admin.sock` under
+`BOXMAKER_HOME`, or `--socket`). bxctl never imports memoryd: it only talks to
+it. The journal's lines are printed as data (`boxmaker.core.escape`), oldest
+first, newest last, so nothing in them can move the cursor or change colours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
+from boxmaker.bxctl.client import MEMORYD, default_memory_socket, stream
+from boxmaker.core.escape import escape_arguments
+from boxmaker.core.messages import (
+    MAX_MEMORY_LOG,
+    Error,
+    MemoryLog,
+    MemoryLogReply,
+    Message,
+    Reindex,
+    Reindexed,
+)
+
+DEFAULT_LIMIT = 20
+
+
+def add_parser(commands: Any) -> None:
+    memory: Parser = commands.add_parser("memory", help="memoryd's journal and recall index")
+    actions = memory.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+
+    log: Parser = actions.add_parser("log", help="print the last lines of memoryd's journal")
+    log.add_argument(
+        "--limit",
+        type=_limit,
+        default=DEFAULT_LIMIT,
+        help=f"how many lines, 1 to {MAX_MEMORY_LOG} (default: {DEFAULT_LIMIT})",
+    )
+    _socket_option(log)
+    log.set_defaults(handler=cmd_log)
+
+    reindex: Parser = actions.add_parser(
+        "reindex", help="rebuild memoryd's recall index from its files (after a hand edit)"
+    )
+    _socket_option(reindex)
+    reindex.set_defaults(handler=cmd_reindex)
+
+
+def _socket_option(parser: Parser) -> None:
+    parser.add_argument(
+        "--socket",
+        type=Path,
+        default=None,
+        help="memoryd's owner socket (default: $BOXMAKER_HOME/run/owner-memory/admin.sock)",
+    )
+
+
+def _limit(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_MEMORY_LOG:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 1 to {MAX_MEMORY_LOG}")
+    return int(text)
+
+
+def _ask(path: Path, message: Message) -> Message:
+    """memoryd's final answer to `message` on `path`; an `error` answer is a `CliError`."""
+    answers = list(stream(path, message, f"bxctl-{os.getpid()}", server=MEMORYD))
+    final = answers[-1].message
+    if isinstance(final, Error):
+        raise CliError(
+            f"memoryd refused {message.kind}: {final.code}: {escape_arguments(final.message)}"
+        )
+    return final
+
+
+def journal_lines(lines: Iterable[str]) -> list[str]:
+    """The journal's lines as printed: each escaped, so it is shown as data."""
+    return [escape_arguments(line) for line in lines]
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    answer = _ask(args.socket or default_memory_socket(), MemoryLog(limit=args.limit))
+    if not isinstance(answer, MemoryLogReply):
+        raise CliError(f"memoryd answered {answer.kind} to memory_log")
+    for line in journal_lines(answer.lines):
+        out(line)
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    answer = _ask(args.socket or default_memory_socket(), Reindex())
+    if not isinstance(answer, Reindexed):
+        raise CliError(f"memoryd answered {answer.kind} to reindex")
+    out(f"memory: reindexed, {answer.entries} entries")
+    return EXIT_OK
