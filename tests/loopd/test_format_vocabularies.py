@@ -14,58 +14,35 @@ Without llama-cpp-python these tests are skipped, loudly; with CI set they fail.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-try:
-    import llama_cpp
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    _WHY = (
-        f"llama-cpp-python cannot be imported ({exc}): the vocabulary tests did NOT run; "
-        "install it (pip install llama-cpp-python) to run them"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(_WHY, pytrace=False)
-    print(f"\n*** SKIPPED: {_WHY} ***", file=sys.__stderr__)
-    pytest.skip(_WHY, allow_module_level=True)
-
 from boxmaker.core.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.core.errors import StartupError
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.main import choose_format
 from boxmaker.loopd.model import Generation
+from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
+
+require_llama_cpp("the vocabulary tests")
 
 pytestmark = [pytest.mark.slow]
-
-FETCH = Path(__file__).resolve().parents[2] / "scripts" / "fetch-vocabularies"
 
 
 @pytest.fixture(scope="module")
 def vocabulary_dir() -> Path:
-    """The extracted files (fetched once into the cache; a failure fails, never skips)."""
-    done = subprocess.run(
-        [str(FETCH)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHON": sys.executable},
-        timeout=600,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/fetch-vocabularies failed ({done.returncode}): {done.stderr}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return fetch_vocabularies()
 
 
 class VocabularyOnly:
     """The `Model` choose_format needs, over a vocabulary-only GGUF: it cannot generate."""
 
     def __init__(self, path: Path) -> None:
+        import llama_cpp
+
         self._llm: Any = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None

@@ -34,6 +34,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
 )
 from boxmaker.loopd.model import embedded_model_path
+from boxmaker.testing.llama import fetch_vocabularies
 
 pytestmark = [pytest.mark.slow]
 
@@ -73,14 +74,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHON": sys.executable}  # pip of the environment under test
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vocabulary_dir() -> Path:
-    done = subprocess.run(
-        [str(FETCH)], capture_output=True, text=True, check=False, env=_env(), timeout=600
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/fetch-vocabularies failed ({done.returncode}): {done.stderr}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return fetch_vocabularies()
 
 
 @pytest.fixture(scope="module")

@@ -11,22 +11,9 @@ Without llama-cpp-python these tests are skipped, loudly; with CI set they fail.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
-
-try:
-    import llama_cpp  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    _WHY = (
-        f"llama-cpp-python cannot be imported ({exc}): the model tests did NOT run; "
-        "install it (pip install llama-cpp-python) to run them"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(_WHY, pytrace=False)
-    print(f"\n*** SKIPPED: {_WHY} ***", file=sys.__stderr__)
-    pytest.skip(_WHY, allow_module_level=True)
 
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
@@ -37,7 +24,10 @@ from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import running_loopd
+from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel
+
+require_llama_cpp("the model tests")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

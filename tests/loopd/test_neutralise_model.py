@@ -12,24 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
 import pytest
-
-try:
-    import llama_cpp  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    _WHY = (
-        f"llama-cpp-python cannot be imported ({exc}): the model tests did NOT run; "
-        "install it (pip install llama-cpp-python) to run them"
-    )
-    if os.environ.get("CI"):
-        pytest.fail(_WHY, pytrace=False)
-    print(f"\n*** SKIPPED: {_WHY} ***", file=sys.__stderr__)
-    pytest.skip(_WHY, allow_module_level=True)
 
 from boxmaker.core import layout
 from boxmaker.core.chat_format import GEMMA
@@ -42,9 +29,12 @@ from boxmaker.loopd.model import Generation, LlamaModel, Model, Sampling, embedd
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home
+from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.peer_scripts import answer
 from boxmaker.testing.recording_model import RecordingModel
 from boxmaker.testing.sockets import ScriptedServer
+
+require_llama_cpp("the model tests")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
