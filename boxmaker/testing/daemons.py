@@ -46,7 +46,7 @@ from boxmaker.core.audit_records import AuditRecord
 from boxmaker.core.chat_format import GEMMA, ChatFormat
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.layout import Home
-from boxmaker.core.messages import Envelope, Message, ToolRequest, Turn
+from boxmaker.core.messages import Envelope, Message, StatusReport, ToolRequest, Turn
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import BrokerPort
@@ -54,6 +54,10 @@ from boxmaker.loopd.model import Model
 from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.memoryd.handlers import MemoryHandlers
+from boxmaker.memoryd.recall import RecallIndex
+from boxmaker.memoryd.serve import Listeners, MemoryServer
+from boxmaker.memoryd.store import MemoryStore
 from boxmaker.testing.homes import make_home, read_records
 from boxmaker.testing.runtime import RecordingRuntime
 from boxmaker.testing.sockets import OpenCall, exchange
@@ -344,3 +348,36 @@ def running_loopd(
         yield loopd
     finally:
         loopd.stop()
+
+
+# --- memoryd --------------------------------------------------------------------------
+
+
+@contextmanager
+def running_memoryd(
+    home: Home, clock: Callable[[], datetime] = _now
+) -> Iterator[tuple[MemoryStore, RecallIndex]]:
+    """memoryd's three sockets served in this process for `home`, until the block ends."""
+    store = MemoryStore(home.memory, clock)
+    recall = RecallIndex(home.memory)
+    recall.rebuild()
+    listeners = Listeners(
+        bind_socket(home.loop_memory_socket),
+        bind_socket(home.broker_memory_socket),
+        bind_socket(home.owner_memory_socket),
+    )
+
+    def status() -> StatusReport:
+        return StatusReport(
+            role="memoryd", version="0", started="2026-11-30T12:00:00.000Z", detail="test"
+        )
+
+    server = MemoryServer(MemoryHandlers(store, recall), listeners, status)
+    threads = server.start()
+    try:
+        yield store, recall
+    finally:
+        server.stopping.set()
+        for thread in threads:
+            thread.join(timeout=5)
+        listeners.close()

@@ -14,13 +14,9 @@ from boxmaker.bxctl import main as bxctl_main
 from boxmaker.bxctl.memory_cmd import journal_lines
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import HOME_VARIABLE, Home
-from boxmaker.core.messages import MemoryCall, ResultResponse, StatusReport
-from boxmaker.ipc.server import bind_socket
+from boxmaker.core.messages import MemoryCall, ResultResponse
 from boxmaker.memoryd.files import Entry, render_entries
-from boxmaker.memoryd.handlers import MemoryHandlers
-from boxmaker.memoryd.recall import RecallIndex
-from boxmaker.memoryd.serve import Listeners, MemoryServer
-from boxmaker.memoryd.store import MemoryStore
+from boxmaker.testing.daemons import running_memoryd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import exchange
 
@@ -34,29 +30,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     """A home whose memoryd is served in-process; `BOXMAKER_HOME` names it."""
     home = Home(make_home(tmp_path))
     monkeypatch.setenv(HOME_VARIABLE, str(home.root))
-    store = MemoryStore(home.memory, _clock)
-    recall = RecallIndex(home.memory)
-    recall.rebuild()
-    listeners = Listeners(
-        bind_socket(home.loop_memory_socket),
-        bind_socket(home.broker_memory_socket),
-        bind_socket(home.owner_memory_socket),
-    )
-
-    def status() -> StatusReport:
-        return StatusReport(
-            role="memoryd", version="0", started="2026-11-30T12:00:00.000Z", detail="test"
-        )
-
-    server = MemoryServer(MemoryHandlers(store, recall), listeners, status)
-    threads = server.start()
-    try:
+    with running_memoryd(home, _clock):
         yield home
-    finally:
-        server.stopping.set()
-        for thread in threads:
-            thread.join(timeout=5)
-        listeners.close()
 
 
 def _note(home: Home, text: str) -> None:

@@ -35,12 +35,9 @@ from boxmaker.core.messages import (
     Status,
     StatusReport,
 )
-from boxmaker.ipc.server import bind_socket
 from boxmaker.memoryd.files import Entry, render_entries
-from boxmaker.memoryd.handlers import MemoryHandlers
-from boxmaker.memoryd.recall import RecallIndex
-from boxmaker.memoryd.serve import Listeners, MemoryServer
 from boxmaker.memoryd.store import MemoryStore
+from boxmaker.testing.daemons import running_memoryd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import exchange
 
@@ -88,29 +85,8 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     home = Home(make_home(tmp_path))
-    store = MemoryStore(home.memory, _clock)
-    recall = RecallIndex(home.memory)
-    recall.rebuild()
-    listeners = Listeners(
-        bind_socket(home.loop_memory_socket),
-        bind_socket(home.broker_memory_socket),
-        bind_socket(home.owner_memory_socket),
-    )
-
-    def status() -> StatusReport:
-        return StatusReport(
-            role="memoryd", version="0", started="2026-11-30T12:00:00.000Z", detail="test"
-        )
-
-    server = MemoryServer(MemoryHandlers(store, recall), listeners, status)
-    threads = server.start()
-    try:
+    with running_memoryd(home, _clock) as (store, _recall):
         yield Served(home, store)
-    finally:
-        server.stopping.set()
-        for thread in threads:
-            thread.join(timeout=5)
-        listeners.close()
 
 
 def test_memory_block_answers_the_block_and_session_updated_ok(served: Served) -> None:
