@@ -10,7 +10,9 @@ The order, for every request:
        if it has gone and this thread takes its own entry back, nothing is written
        (verify lists the decision as abandoned);
     3. allowed or approved: check the requester once more (gone: a failed Result
-       "the requester went away", and nothing runs), run, cut a result too large
+       "the requester went away", and nothing runs), run (a memory tool is sent
+       to memoryd through the memory link with the session's labels as they are
+       now; every other tool runs in the sandbox runtime), cut a result too large
        for one frame (`core.frame_fit.fit_result`: marked truncated, so the record
        describes what is sent), then raise the taint and write the Result record
        (ledger step three), and only then answer.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
+from boxmaker.brokerd.memory_link import NOT_CONFIGURED, MemoryLink
 from boxmaker.core.args import canonical_arguments
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.frame_fit import fit_result
@@ -60,6 +63,7 @@ class BrokerHandler:
     table: PendingTable
     clock: Callable[[], str]
     ttl_ms: int
+    memory: MemoryLink | None = None
 
     def __call__(self, conn: Connection) -> None:
         envelope = conn.read_request()
@@ -82,10 +86,17 @@ class BrokerHandler:
                 self.ledger.record_result(verdict, seq, FailedResponse(message=WENT_AWAY))
                 return
             outcome = verdict
-        response = run(outcome, self.runtime)
+        response = self._run(outcome)
         if isinstance(response, ResultResponse):
             response = fit_result(response, envelope.id)
         conn.send(self.ledger.record_result(outcome, seq, response), final=True)
+
+    def _run(self, decision: Decision) -> ResultResponse | FailedResponse:
+        if not decision.tool.is_memory:
+            return run(decision, self.runtime)
+        if self.memory is None:
+            return FailedResponse(message=NOT_CONFIGURED)
+        return self.memory.call(decision, self.ledger.labels(decision.request.session))
 
     def _wait_for_owner(
         self, conn: Connection, ask: Ask, seq: int, taint: DataClass

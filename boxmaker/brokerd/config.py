@@ -10,6 +10,8 @@ socket path that is absent or empty means its default under `home`.
     [approvals]  ttl_ms
     [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
                  pids, output_bytes (at most MAX_OUTPUT_BYTES), ca_file, rootfs (Podman's)
+    [memory]     socket (memoryd's broker-memory socket; "" = the default under home,
+                 "none" = no memory tools: each allowed call fails), timeout_ms
     [secrets.<name>]  one of credential, env, file (`boxmaker.core.secrets`); read at
                  start by `serve`, which stops on one it cannot read. brokerd uses none yet
 
@@ -38,6 +40,7 @@ from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_fro
 
 MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = (HOME_VARIABLE,)
+NO_MEMORY = "none"
 
 
 class PathsSection(Section):
@@ -66,6 +69,11 @@ class RunnerSection(Section):
     rootfs: str = "/var/lib/boxmaker-sandbox/rootfs"
 
 
+class MemorySection(Section):
+    socket: str = ""
+    timeout_ms: int = Field(default=10_000, ge=1)
+
+
 class BrokerdConfig(RoleSettingsBase):
     """Everything brokerd reads from brokerd.toml, with defaults filled in."""
 
@@ -73,6 +81,7 @@ class BrokerdConfig(RoleSettingsBase):
     sockets: SocketsSection = SocketsSection()
     approvals: ApprovalsSection = ApprovalsSection()
     runner: RunnerSection = RunnerSection()
+    memory: MemorySection = MemorySection()
     secrets: SecretsTable = Field(default_factory=dict)  # where to read them, never values
 
     @property
@@ -90,6 +99,13 @@ class BrokerdConfig(RoleSettingsBase):
     @property
     def admin_socket(self) -> Path:
         return Path(self.sockets.admin or Home(self.home).admin_socket)
+
+    @property
+    def memory_socket(self) -> Path | None:
+        """memoryd's socket for memory tool calls; None when `[memory] socket = "none"`."""
+        if self.memory.socket == NO_MEMORY:
+            return None
+        return Path(self.memory.socket or Home(self.home).broker_memory_socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:

@@ -208,11 +208,32 @@ class Ledger:
             log.error("event=approval_unrecorded %s", Runbook.AUDIT_UNAVAILABLE.pointer)
             return Denial(DenyReason.AUDIT_UNAVAILABLE)
 
+    def labels(self, session: str) -> SessionState:
+        """The session's labels now (secret and untrusted when its state cannot be read)."""
+        with self._lock:
+            try:
+                return self._states.read(session)
+            except StateUnreadableError as exc:
+                log.error(
+                    "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
+                )
+                return UNKNOWN_STATE
+
     def record_result(
         self, decision: Decision, seq: int, response: ResultResponse | FailedResponse
     ) -> ResultResponse | FailedResponse:
-        """Step three: raise the taint on disk, record the result; only then may it be sent."""
+        """Step three: raise the taint on disk, record the result; only then may it be sent.
+
+        A result's labels are the decision's raised by the result's own: a sandbox
+        result carries the decision's, and memoryd marks a recall that returned an
+        untrusted note (memory-tainted). The answer sent carries the same labels.
+        """
         request = decision.request
+        result_class, untrusted = decision.result_class, decision.untrusted
+        if isinstance(response, ResultResponse):
+            result_class = highest(result_class, response.class_)
+            untrusted = untrusted or response.untrusted
+            response = response.model_copy(update={"class_": result_class, "untrusted": untrusted})
         content = response.content if isinstance(response, ResultResponse) else response.message
         body = content.encode()
         try:
@@ -222,8 +243,8 @@ class Ledger:
                 after = state
                 if isinstance(response, ResultResponse):
                     after = SessionState(
-                        taint=highest(state.taint, decision.result_class),
-                        untrusted=state.untrusted or decision.untrusted,
+                        taint=highest(state.taint, result_class),
+                        untrusted=state.untrusted or untrusted,
                     )
                     self._states.write(request.session, after)
                 self._writer.append(
@@ -234,8 +255,8 @@ class Ledger:
                         status=ResultStatus.RESULT
                         if isinstance(response, ResultResponse)
                         else ResultStatus.FAILED,
-                        class_=decision.result_class,
-                        untrusted=decision.untrusted,
+                        class_=result_class,
+                        untrusted=untrusted,
                         truncated=isinstance(response, ResultResponse) and response.truncated,
                         bytes=len(body),
                         sha256=sha256_hex(body),

@@ -39,6 +39,7 @@ from boxmaker.brokerd.descriptors import (
 )
 from boxmaker.brokerd.grants_dir import GrantsDir, own_places
 from boxmaker.brokerd.ledger import AuditSink, Ledger
+from boxmaker.brokerd.memory_link import MemoryLink
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.errors import StartupError
@@ -81,7 +82,9 @@ class Brokerd:
         self.caps = caps
         self.writer = writer
         self.ledger = Ledger(writer, SessionStore(config.home), clock)
-        sockets = (config.broker_socket, config.admin_socket)
+        sockets = [config.broker_socket, config.admin_socket]
+        if config.memory_socket is not None:
+            sockets.append(config.memory_socket)
         self.grants = GrantsDir(config.grants_dir, own_places(config.home, sockets))
         self.table = PendingTable()
         self.stopping = threading.Event()
@@ -103,6 +106,7 @@ class Brokerd:
             self.table,
             self._clock,
             self.config.approvals.ttl_ms,
+            self._memory_link(),
         )
         admin = AdminHandler(self.ledger, self.grants, self.table, self.status)
         broker_rules = SocketRules(
@@ -120,6 +124,10 @@ class Brokerd:
             daemon=True,
         ).start()
         self.grants.load()  # report an invalid grant set now, not only at the first call
+
+    def _memory_link(self) -> MemoryLink | None:
+        path = self.config.memory_socket
+        return None if path is None else MemoryLink(path, self.config.memory.timeout_ms)
 
     def status(self) -> StatusReport:
         """What `status` on admin.sock answers: the audit head and what waits."""

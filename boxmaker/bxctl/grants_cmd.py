@@ -48,7 +48,9 @@ def add_parser(commands: Any) -> None:
 
     explain = sub.add_parser("explain", help="what brokerd would decide for one tool call")
     explain.add_argument("--dir", required=True, type=Path, help="the grants directory")
-    explain.add_argument("--tool", required=True, help="read_file, write_file, shell or http_fetch")
+    explain.add_argument(
+        "--tool", required=True, help="read_file, write_file, shell, http_fetch or a memory tool"
+    )
     explain.add_argument("--arguments", required=True, help="the call's arguments as JSON text")
     explain.add_argument(
         "--taint",

@@ -2,16 +2,23 @@
 
 I/O: see `install_steps`; this module decides what the layout is.
 
-Run as root, each role gets its own user (bx-broker, bx-loop) and each link
-between roles a group holding exactly the client role's user (and the owner's
-user, for the owner's links):
+Run as root, each role gets its own user (bx-broker, bx-memory, bx-loop) and
+each link between roles a group holding exactly the client role's user (the
+owner's user, for the owner's links):
 
-    <home>/run/loop-broker/   bx-broker:bx-loop-broker   2750   broker.sock 0660
-    <home>/run/owner-broker/  bx-broker:bx-owner-broker  2750   admin.sock 0660
-    <home>/run/loop/          bx-loop:bx-loop-clients    2750   loop.sock 0660
+    <home>/run/loop-broker/    bx-broker:bx-loop-broker    2750   broker.sock 0660
+    <home>/run/owner-broker/   bx-broker:bx-owner-broker   2750   admin.sock 0660
+    <home>/run/loop/           bx-loop:bx-loop-clients     2750   loop.sock 0660
+    <home>/run/loop-memory/    bx-memory:bx-loop-memory    2750   memory.sock 0660
+    <home>/run/broker-memory/  bx-memory:bx-broker-memory  2750   memory.sock 0660
+    <home>/run/owner-memory/   bx-memory:bx-owner-memory   2750   admin.sock 0660
 
-so loopd's user cannot even open admin.sock: the kernel refuses it. Config goes
-under `<prefix>/etc/boxmaker`, state under `<prefix>/var/lib/boxmaker`, logs under
+so loopd's user cannot even open either admin.sock, nor brokerd's user loopd's
+memory socket: the kernel refuses it. The directories are made here, before the
+roles start, with their groups; a role only sets the mode at bind time, and the
+set-group-id bit gives the socket the directory's group. memoryd's files
+(`<home>/memory/`) are bx-memory's alone, 0700. Config goes under
+`<prefix>/etc/boxmaker`, state under `<prefix>/var/lib/boxmaker`, logs under
 `<prefix>/var/log/boxmaker`. Run as anyone else it installs dev mode in one
 directory: every role as that user, directories 0700, sockets 0600 (`--dev` asks
 for that as root too).
@@ -61,8 +68,8 @@ from boxmaker.core.layout import SHARED, Home
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
 
-ROLE_USERS = {"brokerd": "bx-broker", "loopd": "bx-loop"}
-PROGRAMS = ("brokerd.conf", "loopd.conf", "group.conf")
+ROLE_USERS = {"brokerd": "bx-broker", "memoryd": "bx-memory", "loopd": "bx-loop"}
+PROGRAMS = ("brokerd.conf", "memoryd.conf", "loopd.conf", "group.conf")
 SANDBOX_CGROUPS = (
     Path("/sys/fs/cgroup/memory/boxmaker"),
     Path("/sys/fs/cgroup/pids/boxmaker"),
@@ -254,6 +261,16 @@ def loopd_toml(layout: Layout) -> str:
     )
 
 
+def memoryd_toml(layout: Layout) -> str:
+    return _with_header(
+        "memoryd.toml, written by bxctl install; every key not named has its default",
+        {
+            "paths": {"home": str(layout.home)},
+            "sockets": {"group_access": layout.root},
+        },
+    )
+
+
 def supervisor_files(layout: Layout) -> list[File]:
     templates = data_dir() / "supervisor.conf.d"
     files = []
@@ -291,12 +308,15 @@ def plan(layout: Layout) -> list[Step]:
     grants = layout.etc / "grants"
     home = Home(layout.home)
     if layout.root:
-        broker, loop = ROLE_USERS["brokerd"], ROLE_USERS["loopd"]
-        steps += [User(broker), User(loop)]
+        broker, memory, loop = (ROLE_USERS[r] for r in ("brokerd", "memoryd", "loopd"))
+        steps += [User(broker), User(memory), User(loop)]
         steps += [
             Group("bx-loop-broker", (loop,)),
             Group("bx-owner-broker", (layout.owner,)),
             Group("bx-loop-clients", (layout.owner,)),
+            Group("bx-loop-memory", (loop,)),
+            Group("bx-broker-memory", (broker,)),
+            Group("bx-owner-memory", (layout.owner,)),
         ]
         steps += [
             Directory(layout.etc, 0o755, "root", "root"),
@@ -307,11 +327,17 @@ def plan(layout: Layout) -> list[Step]:
             Directory(home.broker_socket.parent, SHARED.directory, broker, "bx-loop-broker"),
             Directory(home.admin_socket.parent, SHARED.directory, broker, "bx-owner-broker"),
             Directory(home.loop_socket.parent, SHARED.directory, loop, "bx-loop-clients"),
+            Directory(home.loop_memory_socket.parent, SHARED.directory, memory, "bx-loop-memory"),
+            Directory(
+                home.broker_memory_socket.parent, SHARED.directory, memory, "bx-broker-memory"
+            ),
+            Directory(home.owner_memory_socket.parent, SHARED.directory, memory, "bx-owner-memory"),
             Directory(home.egress, 0o700, broker, broker),
             Directory(home.broker_sessions.parent, 0o700, broker, broker),
             Directory(home.audit, 0o700, broker, broker),
             Directory(home.loop_sessions.parent, 0o700, loop, loop),
             Directory(home.models, 0o755, loop, loop),
+            Directory(home.memory, 0o700, memory, memory),
             Directory(layout.log, 0o750, "root", _primary_group(layout.owner)),
             Directory(layout.run, 0o750, "root", _primary_group(layout.owner)),
             File(
@@ -323,6 +349,14 @@ def plan(layout: Layout) -> list[Step]:
                 keep=True,
             ),
             File(layout.etc / "loopd.toml", loopd_toml(layout), 0o640, "root", loop, keep=True),
+            File(
+                layout.etc / "memoryd.toml",
+                memoryd_toml(layout),
+                0o640,
+                "root",
+                memory,
+                keep=True,
+            ),
         ]
         grant_owner: tuple[str | None, str | None] = ("root", broker)
     else:
@@ -336,6 +370,7 @@ def plan(layout: Layout) -> list[Step]:
             Directory(layout.run, 0o700),
             File(layout.etc / "brokerd.toml", brokerd_toml(layout, backend), 0o600, keep=True),
             File(layout.etc / "loopd.toml", loopd_toml(layout), 0o600, keep=True),
+            File(layout.etc / "memoryd.toml", memoryd_toml(layout), 0o600, keep=True),
         ]
         grant_owner = (None, None)
     if layout.workspace is not None:

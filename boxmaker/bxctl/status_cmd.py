@@ -1,7 +1,8 @@
 """`bxctl status`: whether each role answers, and brokerd's audit head.
 
 I/O: one `status` request on each role's socket (admin.sock for brokerd,
-loop.sock for loopd). Exit 0 when every role answers, 1 otherwise.
+owner-memory/admin.sock for memoryd, loop.sock for loopd). Exit 0 when every
+role answers, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, out
-from boxmaker.bxctl.client import BROKERD, LOOPD, default_admin_socket, default_loop_socket, stream
+from boxmaker.bxctl.client import (
+    BROKERD,
+    LOOPD,
+    MEMORYD,
+    default_admin_socket,
+    default_loop_socket,
+    default_memory_socket,
+    stream,
+)
 from boxmaker.core.messages import Status, StatusReport
 
 
@@ -21,6 +30,7 @@ def add_parser(commands: Any) -> None:
         "status", help="does each role answer? (and the audit head)"
     )
     status.add_argument("--admin-socket", type=Path, help="brokerd's admin socket")
+    status.add_argument("--memory-socket", type=Path, help="memoryd's owner socket")
     status.add_argument("--socket", type=Path, help="loopd's socket")
     status.set_defaults(handler=cmd_status)
 
@@ -40,6 +50,7 @@ def ask(path: Path, server: tuple[str, str]) -> StatusReport | str:
 def cmd_status(args: argparse.Namespace) -> int:
     roles = (
         (args.admin_socket or default_admin_socket(), BROKERD),
+        (args.memory_socket or default_memory_socket(), MEMORYD),
         (args.socket or default_loop_socket(), LOOPD),
     )
     failed = False

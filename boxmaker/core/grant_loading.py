@@ -10,7 +10,8 @@ the TOML text shows one, the line):
     1  it cannot be read, is not UTF-8, or is not a valid grant (TOML, types,
        unknown fields)
     2  its stem is not 1 to 64 characters of [a-z0-9-]
-    3  `tool` is not read_file, write_file, shell or http_fetch
+    3  `tool` is not one of the tools (`core.args.ToolName`: the four sandbox
+       tools and the five memory tools)
     4  `secret` is set
     5  `constraints.patterns` is not empty
     6  a constraint the tool does not take is present, or a required one missing
@@ -51,6 +52,8 @@ _CONSTRAINTS: dict[ToolName, tuple[str, str]] = {
     ToolName.WRITE_FILE: ("required", "empty"),
     ToolName.SHELL: ("optional", "empty"),
     ToolName.HTTP_FETCH: ("empty", "required"),
+    # memory tools take no constraints: the grant covers every call to its tool
+    **{tool: ("empty", "empty") for tool in ToolName if tool.is_memory},
 }
 
 
@@ -192,7 +195,7 @@ def _check_rules(
     tool = tool_name(shape.tool)
     if tool is None:
         problem(
-            "`tool` must be one of read_file, write_file, shell, http_fetch",
+            "`tool` must be one of " + ", ".join(ToolName),
             key_line(text, ("tool",)),
         )
     if shape.secret is not None:

@@ -12,6 +12,7 @@ Matching, for a call to tool T at session taint S:
     1. Candidates are the valid grants for T.
     2. A candidate drops out if it has expired (now >= expires), if S is above
        its max_taint, or if its constraints do not cover the arguments.
+       A memory tool's grant takes no constraints, so it covers every call.
     3. Of those left, deny beats ask beats auto. Within the winning mode the
        longest matched path wins (grants with no matched path tie), then the
        lowest grant id in byte order.
@@ -26,8 +27,9 @@ Matching, for a call to tool T at session taint S:
        else taint_too_high if one dropped out by taint alone, else no_grant.
 
 Before matching: a grant set with problems denies (grants_invalid), a tool that
-is not one of the four denies (no_grant), and arguments that do not parse deny
-(invalid_arguments, with the parser's explanation as the detail).
+is not one of the nine (`core.args.ToolName`) denies (no_grant), and arguments
+that do not parse deny (invalid_arguments, with the parser's explanation as the
+detail).
 """
 
 from __future__ import annotations
@@ -317,7 +319,8 @@ def _covers(grant: Grant, args: ToolArgs) -> _Covered | None:
         case HttpFetchArgs(url=url):
             hosts = [h for h in grant.hosts if host_matches(h, url.host)]
             return _Covered(grant, host=hosts[0]) if hosts else None
-    return None
+    # a memory tool's grant has no constraints (grant rule 6): it covers every call
+    return _Covered(grant) if not grant.paths and not grant.hosts else None
 
 
 def _longest(grant: Grant, paths: list[str]) -> _Covered | None:

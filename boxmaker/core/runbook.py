@@ -39,6 +39,8 @@ class Runbook(StrEnum):
     MEMORY_ENTRY_EXCLUDED = "memory-entry-excluded"
     MEMORYD_BUSY = "memoryd-busy"
     MEMORYD_UNAVAILABLE = "memoryd-unavailable"
+    MEMORY_UNAVAILABLE = "memory-unavailable"
+    MEMORYD_UNREACHABLE = "memoryd-unreachable"
 
     @property
     def pointer(self) -> str:

@@ -10,6 +10,8 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               context, threads, max_tokens, temperature, top_p, top_k,
               repeat_penalty, seed
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
+    [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
+              memory block), timeout_ms (each request to memoryd, at least 1)
     [sockets] loop, group_access
     [turn]    max_tool_calls, max_tokens
 """
@@ -33,6 +35,7 @@ from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_fro
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
 NO_BROKER = "none"
+NO_MEMORY = "none"
 
 
 class PathsSection(Section):
@@ -57,6 +60,11 @@ class BrokerSection(Section):
     timeout_ms: int = Field(default=120_000, ge=0)
 
 
+class MemorySection(Section):
+    socket: str = ""
+    timeout_ms: int = Field(default=10_000, ge=1)
+
+
 class SocketsSection(Section):
     loop: str = ""
     # true in a root install: directories 2750 and sockets 0660, shared with the
@@ -73,6 +81,7 @@ class LoopdConfig(RoleSettingsBase):
     paths: PathsSection = PathsSection()
     model: ModelSection = ModelSection()
     broker: BrokerSection = BrokerSection()
+    memory: MemorySection = MemorySection()
     sockets: SocketsSection = SocketsSection()
     turn: TurnSection = TurnSection()
 
@@ -90,6 +99,13 @@ class LoopdConfig(RoleSettingsBase):
         if self.broker.socket == NO_BROKER:
             return None
         return Path(self.broker.socket or Home(self.home).broker_socket)
+
+    @property
+    def memory_socket(self) -> Path | None:
+        """memoryd's loop-memory socket, or None when `[memory] socket = "none"`."""
+        if self.memory.socket == NO_MEMORY:
+            return None
+        return Path(self.memory.socket or Home(self.home).loop_memory_socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> LoopdConfig:

@@ -6,12 +6,14 @@ it and generate a few tokens, so a build or model that crashes is reported in
 one line instead of crashing loopd in a restart loop), then loads it in this
 process (the embedded default unless `[model] path` names another GGUF file),
 checks its chat format with a self-test and its marker list with another
-(`boxmaker.loopd.markers`, docs/markers.md), connects the tool port to brokerd,
-and serves loop.sock in the foreground until SIGTERM. `probe` runs the probe
-alone and prints what it found. `tags` prints the model's marker list (its
-vocabulary loaded alone). `demo --socket PATH --workspace PATH` serves a
-socket of its own with the scripted demo model (`boxmaker.loopd.demo`) in place
-of the real one, for `scripts/demo`'s walk-through. Exit statuses: 0 after a
+(`boxmaker.loopd.markers`, docs/markers.md), connects the tool port to brokerd
+and the memory port to memoryd (`[memory]`; new sessions are refused while
+memoryd is down, runbook.md#memory-unavailable), and serves loop.sock in the
+foreground until SIGTERM. `probe` runs the probe alone and prints what it found.
+`tags` prints the model's marker list (its vocabulary loaded alone). `demo
+--socket PATH --workspace PATH` serves a socket of its own with the scripted
+demo model (`boxmaker.loopd.demo`) in place of the real one, and no memory
+block, for `scripts/demo`'s walk-through. Exit statuses: 0 after a
 clean stop (or a probe or tags that worked), 1 when it cannot start (the log says why,
 with its runbook pointer), 2 for a configuration error.
 """
@@ -53,6 +55,7 @@ from boxmaker.loopd.markers import (
     format_markers,
     load_vocabulary,
 )
+from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.serve import LoopServer
@@ -175,7 +178,15 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
         reply_tokens=config.model.max_tokens,
     )
     markers = tuple(m.text for m in model.markers)
-    return serve_turns(config, model, chat_format, config.loop_socket, detail, limits, markers)
+    memory_socket = config.memory_socket
+    memory = None
+    if memory_socket is None:
+        log.warning('event=no_memory the memory block is off ([memory] socket = "none")')
+    else:
+        memory = MemoryPort(memory_socket, config.memory.timeout_ms)
+    return serve_turns(
+        config, model, chat_format, config.loop_socket, detail, limits, markers, memory
+    )
 
 
 def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
@@ -198,15 +209,19 @@ def serve_turns(
     detail: str,
     limits: TurnLimits,
     markers: Sequence[str] = (),
+    memory: MemoryPort | None = None,
 ) -> int:
-    """The turn loop over `model`, its tool port to brokerd, on `socket_path` until SIGTERM."""
+    """The turn loop over `model`, its tool port to brokerd and `memory` (None: no memory
+    block), on `socket_path` until SIGTERM."""
     broker_socket = config.broker_socket
     port = None
     if broker_socket is None:
         log.warning("event=no_broker %s; %s", NOT_CONFIGURED, Runbook.BROKER_UNAVAILABLE.pointer)
     else:
         port = BrokerPort(broker_socket, config.broker.timeout_ms)
-    turns = TurnLoop(model, chat_format, SessionLogs(config.home), port, limits, markers=markers)
+    turns = TurnLoop(
+        model, chat_format, SessionLogs(config.home), port, limits, markers=markers, memory=memory
+    )
     block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
     listening = bind_socket(socket_path, link_modes(config.sockets.group_access), backlog=16)
     started = format_timestamp(datetime.now(UTC))
@@ -217,9 +232,10 @@ def serve_turns(
     server = LoopServer(turns, listening, status)
     threading.Thread(target=server.serve, name="accept-loop", daemon=True).start()
     log.info(
-        "event=serving loop=%s broker=%s format=%s",
+        "event=serving loop=%s broker=%s memory=%s format=%s",
         socket_path,
         broker_socket,
+        memory.path if memory is not None else None,
         chat_format.name,
     )
     log.info("event=stopping signal=%s", wait_for_stop())

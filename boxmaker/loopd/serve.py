@@ -4,8 +4,9 @@ I/O: the listening socket, served by `boxmaker.ipc.server` (its directory 0700,
 itself 0600 in dev mode; at most CAP connections at once; the request by its
 deadline; only `turn` and `status` accepted). The request is `turn {session,
 text, resume}`; the answers are `turn_event` frames (not final) and one
-`turn_done`, or one `error`. `status` is answered with a `status_report` (the
-model and the chat format). A client that goes away mid-turn does not stop the
+`turn_done`, or one `error` (a turn refused: `malformed`, or `unavailable`
+when memoryd gives a new session no memory block). `status` is answered with a
+`status_report` (the model and the chat format). A client that goes away mid-turn does not stop the
 turn: it finishes and is logged, and a resumed session sees it. Nor does a
 client that stops reading: answers go out with `send_soon`, so content sent
 while the model writes never waits on the socket with the model held.
@@ -71,7 +72,7 @@ class LoopServer:
         try:
             done = self._turns.run(message.session, message.text, message.resume, emit)
         except TurnRefusedError as exc:
-            raise ProtocolError(ErrorCode.MALFORMED, str(exc)) from exc
+            raise ProtocolError(exc.code, str(exc)) from exc
         except SessionLogDamagedError as exc:
             log.error("event=session_log_damaged %s", exc)
             raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc

@@ -3,15 +3,20 @@
 I/O: `<home>/loop/sessions/<id>.jsonl`, appended with one write per line and
 fsynced, created 0600 in a 0700 directory. Entries:
 
+    {"type": "memory", "text": ...}                  memoryd's memory block, neutralised,
+                                                     first, when the session began with one
     {"type": "user",  "text": ...}
     {"type": "model", "text": ..., "ids": [...]}     the token ids as generated
     {"type": "tool",  "call": ..., "name": ..., "content": ...,
      "class": ..., "untrusted": ..., "truncated": ...}
 
-A resumed session is rebuilt from its log exactly, so its next prompt extends
-the one evaluated before. A log that does not read back whole (a line that does
-not parse, a torn last line) is damaged: the session refuses to go on, and the
-message points at runbook.md#session-log-damaged. Nothing is ever rewritten.
+A memory entry is not a turn of its own: the turn loop renders it as part of
+the system turn (`SessionLog.memory`). Logs written before memory entries
+existed read back as they did. A resumed session is rebuilt from its log
+exactly, so its next prompt extends the one evaluated before. A log that does
+not read back whole (a line that does not parse, a torn last line, an entry of
+no known type) is damaged: the session refuses to go on, and the message points
+at runbook.md#session-log-damaged. Nothing is ever rewritten.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ from boxmaker.core.layout import Home
 from boxmaker.core.runbook import Runbook
 
 POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
+
+
+class MemoryEntry(Strict):
+    type: Literal["memory"] = "memory"
+    text: str
 
 
 class UserEntry(Strict):
@@ -54,10 +64,11 @@ class ToolEntry(Strict):
     truncated: bool
 
 
-Entry = Annotated[UserEntry | ModelEntry | ToolEntry, Field(discriminator="type")]
+AnyEntry = MemoryEntry | UserEntry | ModelEntry | ToolEntry
+Entry = Annotated[AnyEntry, Field(discriminator="type")]
 
 
-_ENTRY: TypeAdapter[UserEntry | ModelEntry | ToolEntry] = TypeAdapter(Entry)
+_ENTRY: TypeAdapter[AnyEntry] = TypeAdapter(Entry)
 
 
 class SessionLogDamagedError(Exception):
@@ -67,7 +78,7 @@ class SessionLogDamagedError(Exception):
 class SessionLog:
     """One session's log: its entries so far, and appending more."""
 
-    def __init__(self, path: Path, entries: list[UserEntry | ModelEntry | ToolEntry]) -> None:
+    def __init__(self, path: Path, entries: list[AnyEntry]) -> None:
         self.path = path
         self.entries = entries
 
@@ -76,9 +87,17 @@ class SessionLog:
         """Whether the session has read untrusted content."""
         return any(isinstance(e, ToolEntry) and e.untrusted for e in self.entries)
 
+    @property
+    def memory(self) -> tuple[str, ...]:
+        """The memory block's text as logged (neutralised), one for each memory entry."""
+        return tuple(e.text for e in self.entries if isinstance(e, MemoryEntry))
+
     def turns(self) -> list[Turn]:
+        """The conversation's turns: every entry but the memory block (`memory`)."""
         turns: list[Turn] = []
         for entry in self.entries:
+            if isinstance(entry, MemoryEntry):
+                continue
             if isinstance(entry, UserEntry):
                 turns.append(Turn(Role.USER, entry.text))
             elif isinstance(entry, ModelEntry):
@@ -87,7 +106,7 @@ class SessionLog:
                 turns.append(Turn(Role.TOOL, entry.content, name=entry.name))
         return turns
 
-    def append(self, entry: UserEntry | ModelEntry | ToolEntry) -> None:
+    def append(self, entry: AnyEntry) -> None:
         line = orjson.dumps(entry.model_dump(mode="json", by_alias=True)) + b"\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -127,7 +146,7 @@ class SessionLogs:
         if data and not data.endswith(b"\n"):
             count = data.count(b"\n") + 1
             raise SessionLogDamagedError(f"{path}:{count}: the last line is cut short; {POINTER}")
-        entries: list[UserEntry | ModelEntry | ToolEntry] = []
+        entries: list[AnyEntry] = []
         for number, line in enumerate(data.splitlines(), start=1):
             try:
                 entries.append(_ENTRY.validate_json(line))

@@ -1,7 +1,8 @@
 """The tools the model sees, and the texts loopd gives it for what brokerd decided.
 
 No I/O. The model is offered three core tools, always: `clock`, `find_tool` and
-`call_tool`. `find_tool` finds the four tools brokerd decides on, with their
+`call_tool`. `find_tool` finds the tools brokerd decides on (the four sandbox
+tools and the five memory tools, which brokerd hands to memoryd), with their
 argument schemas; `call_tool` asks brokerd to run one. A denial comes back to the
 model as an ordinary tool result in plain words (class public, trusted), so the
 model can explain it and the turn goes on.
@@ -38,6 +39,37 @@ BROKER_TOOLS: dict[str, dict[str, Any]] = {
         "description": "Fetch an https:// URL from a host the owner allows.",
         "arguments": {"url": "an https:// URL"},
         "required": ["url"],
+    },
+    "memory_add": {
+        "description": "Remember a lasting fact: about your work (kind memory) or the owner"
+        " (kind user).",
+        "arguments": {"kind": "memory or user", "text": "the fact, one short paragraph"},
+        "required": ["kind", "text"],
+    },
+    "memory_replace": {
+        "description": "Replace one remembered entry, named by its id, with new text.",
+        "arguments": {"kind": "memory or user", "entry": "the entry's id", "text": "new text"},
+        "required": ["kind", "entry", "text"],
+    },
+    "memory_consolidate": {
+        "description": "Merge several remembered entries, named by their ids, into one.",
+        "arguments": {
+            "kind": "memory or user",
+            "entries": "the ids to merge, a list",
+            "text": "the merged text",
+        },
+        "required": ["kind", "entries", "text"],
+    },
+    "memory_note": {
+        "description": "Save a note for later; untrusted true when it comes from something"
+        " you read.",
+        "arguments": {"text": "the note", "untrusted": "optional, true or false"},
+        "required": ["text"],
+    },
+    "memory_recall": {
+        "description": "Search remembered entries and notes; the best matches come back.",
+        "arguments": {"query": "words to search for", "limit": "optional, 1 to 50 (5)"},
+        "required": ["query"],
     },
 }
 

@@ -1,11 +1,13 @@
 """One turn of a session: the owner's words in, the model's answer out, tools in between.
 
-I/O: the session log, the model, the broker port (through their seams). The
-turn's states, as transitions:
+I/O: the session log, the model, the broker and memory ports (through their
+seams). The turn's states, as transitions:
 
     START      open the log (damaged: refuse); a new session must not have a log,
-               a resumed one must; append the owner's text,
-               neutralised (below)                               -> GENERATE
+               a resumed one must; a new one, when there is a memory port, asks
+               memoryd for the memory block (no block: refuse, writing nothing)
+               and appends it, neutralised, unless it is empty; append the
+               owner's text, neutralised (below)                 -> GENERATE
     GENERATE   render the log as a prompt, generate, its content streamed as content
                events while the model writes (`core.reply_stream`: what could
                still be a tool call is held back); append the model's reply; the
@@ -19,7 +21,9 @@ turn's states, as transitions:
                when it waits, tool_denied when denied), append the result,
                neutralised; tool_result                          -> GENERATE
                the bound reached                                 -> DONE (with a notice)
-    DONE       turn_done with the final content and the session's trust
+    DONE       tell memoryd a turn of the session was logged (`session_updated`,
+               best effort: a failure is logged, not the turn's); turn_done with
+               the final content and the session's trust
 
 Every result the model reads is appended to the log before the model sees it,
 and the log is the only source of prompts, so a replay sends what was evaluated.
@@ -32,12 +36,25 @@ neutralised text and every later prompt replays exactly those bytes:
     the owner's (and other speakers') messages    UserEntry.text, at START
     tool results, loopd's own and brokerd's       ToolEntry.content, at TOOLS,
       (already capped by whoever produced them)     before the model or anyone sees it
-    the memory block, when there is one           (not yet: loopd has no memory)
+    the memory block, when there is one           MemoryEntry.text, at START of a new
+                                                    session, before the owner's text
 
 The model's own output (ModelEntry: its text and its ids) is never touched. The
 tool_result event carries the neutralised content: what the log holds and the
 model read, so a client shows the owner what the model was shown. Only the count
 of tags disarmed is logged (`event=neutralised`), never the text.
+
+The memory block (`loopd.memory_port`, memoryd's soul.md and identity entries)
+is asked for once, when a session begins; a resumed session replays the logged
+entry and never asks again, so every prompt of a session carries the same
+bytes, whatever memoryd holds by then. It is part of the system turn: the
+system prompt, a blank line, then the block. Formats with a system role
+(chatml, llama3, phi3) send that as their system turn; those without one (gemma,
+mistral) open the first user turn with it, as they do the system prompt alone
+(`ChatFormat.render`). memoryd unreachable, or answering anything but a block,
+refuses a new session (`unavailable`, runbook.md#memory-unavailable) before
+anything is written; resumed sessions do not need it. No memory port (`[memory]
+socket = "none"`, the demo) means no block.
 
 The list: `markers`, the loaded model's marker texts (`loopd.markers`), plus the
 chat format's own (`ChatFormat.markers`: begin of text, turn and role markers,
@@ -59,6 +76,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from boxmaker.core.chat_format import ChatFormat, Role, Text, Tokens, Turn
+from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
@@ -79,15 +97,27 @@ from boxmaker.core.sanitize import neutralise
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.model import ContextFullError, Model
-from boxmaker.loopd.session_log import ModelEntry, SessionLog, SessionLogs, ToolEntry, UserEntry
+from boxmaker.loopd.session_log import (
+    MemoryEntry,
+    ModelEntry,
+    SessionLog,
+    SessionLogs,
+    ToolEntry,
+    UserEntry,
+)
 from boxmaker.loopd.tools import BROKER_TOOLS, denial_text, find_tools, system_prompt
 
 log = logging.getLogger(__name__)
 
 
 class TurnRefusedError(Exception):
-    """The turn cannot start; the text says why in one line."""
+    """The turn cannot start; the text says why in one line, `code` is the wire's."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.MALFORMED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -116,15 +146,17 @@ class TurnLoop:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         *,
         markers: Sequence[str] = (),
+        memory: MemoryPort | None = None,
     ) -> None:
         self._model = model
         self._format = chat_format
         self._tags = self._tags_for(chat_format, markers)
         self._logs = logs
         self._port = port
+        self._memory = memory
         self._limits = limits
         self._clock = clock
-        self._system = Turn(Role.SYSTEM, system_prompt(tagged=chat_format.name != "gemma"))
+        self._system = system_prompt(tagged=chat_format.name != "gemma")
         self._stop = self._stop_ids()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -160,8 +192,9 @@ class TurnLoop:
 
     def prompt(self, session_log: SessionLog) -> list[int]:
         """The token ids of the next prompt for this session, rendered from its log."""
+        system = Turn(Role.SYSTEM, "\n\n".join((self._system, *session_log.memory)))
         ids: list[int] = []
-        for segment in self._format.render([self._system, *session_log.turns()]):
+        for segment in self._format.render([system, *session_log.turns()]):
             if isinstance(segment, Tokens):
                 ids.extend(segment.ids)
             elif isinstance(segment, Text):
@@ -177,9 +210,25 @@ class TurnLoop:
                 )
             if resume and not session_log.entries:
                 raise TurnRefusedError(f"session {session} has no log to resume")
+            if not resume:
+                self._remember(session, session_log)
             session_log.append(UserEntry(text=self._neutralised(session, "user", text)))
             final = self._loop(session, session_log, emit)
+            if self._memory is not None:
+                self._memory.session_updated(session)
             return TurnDone(session=session, content=final, untrusted=session_log.untrusted)
+
+    def _remember(self, session: str, session_log: SessionLog) -> None:
+        """A new session's memory block, neutralised, appended unless blank;
+        TurnRefusedError (nothing written) when memoryd gives none."""
+        if self._memory is None:
+            return
+        try:
+            block = self._memory.block(session)
+        except MemoryUnavailableError as exc:
+            raise TurnRefusedError(str(exc), ErrorCode.UNAVAILABLE) from exc
+        if block.strip():
+            session_log.append(MemoryEntry(text=self._neutralised(session, "memory", block)))
 
     def _loop(self, session: str, session_log: SessionLog, emit: Callable[[Event], None]) -> str:
         calls = 0

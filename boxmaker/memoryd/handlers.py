@@ -2,9 +2,10 @@
 
 I/O: the memory files, through `MemoryStore` and `RecallIndex`. Rules:
 
-1. `memory_call`'s `arguments` is compact JSON text, parsed by the tool's model
-   below (unknown fields refused, no coercion). Text that does not parse is
-   answered `failed` with one line naming the field; nothing is written.
+1. `memory_call`'s `arguments` is compact JSON text, parsed again by the parser
+   policy used in brokerd (`boxmaker.core.args`: unknown fields refused, no
+   coercion). Text that does not parse is answered `failed` with one line
+   naming the field; nothing is written.
 2. A write the store made (`WriteResult.ok`: written where asked, or lowered to
    an untrusted note) is a `result` whose content is the store's answer. A write
    the store did not make (refused by a rule, empty text, a missing entry) is
@@ -22,12 +23,19 @@ I/O: the memory files, through `MemoryStore` and `RecallIndex`. Rules:
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from boxmaker.core.errors import BoxmakerError, ErrorCode, ProtocolError
+from boxmaker.core.args import (
+    MemoryAddArgs,
+    MemoryArgs,
+    MemoryConsolidateArgs,
+    MemoryRecallArgs,
+    MemoryReplaceArgs,
+    ToolName,
+    parse_arguments,
+)
+from boxmaker.core.errors import ArgsError, BoxmakerError, ErrorCode, ProtocolError
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     FailedResponse,
@@ -43,67 +51,10 @@ from boxmaker.core.messages import (
 )
 from boxmaker.memoryd.files import Entry, MemoryFileDamagedError
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, encode_record, read_journal
-from boxmaker.memoryd.recall import MAX_LIMIT, RecallIndex
+from boxmaker.memoryd.recall import RecallIndex
 from boxmaker.memoryd.store import MemoryStore, Provenance, WriteResult
 
 log = logging.getLogger(__name__)
-
-IdentityKind = Literal["memory", "user"]
-Text = Annotated[str, Field(min_length=1)]
-
-
-class _Arguments(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class AddArguments(_Arguments):
-    kind: IdentityKind
-    text: Text
-
-
-class ReplaceArguments(_Arguments):
-    kind: IdentityKind
-    entry: Text
-    text: Text
-
-
-class ConsolidateArguments(_Arguments):
-    kind: IdentityKind
-    entries: Annotated[list[Text], Field(min_length=1)]
-    text: Text
-
-
-class NoteArguments(_Arguments):
-    text: Text
-    untrusted: bool = False
-
-
-class RecallArguments(_Arguments):
-    query: Text
-    limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
-
-
-_ARGUMENTS: dict[str, type[_Arguments]] = {
-    "memory_add": AddArguments,
-    "memory_replace": ReplaceArguments,
-    "memory_consolidate": ConsolidateArguments,
-    "memory_note": NoteArguments,
-    "memory_recall": RecallArguments,
-}
-
-
-class ArgumentsError(ValueError):
-    """The call's arguments do not parse; its text is one line."""
-
-
-def parse_arguments(tool: str, arguments: str) -> _Arguments:
-    """The arguments of `tool` (rule 1); ArgumentsError with one line if they do not parse."""
-    try:
-        return _ARGUMENTS[tool].model_validate_json(arguments)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "arguments"
-        raise ArgumentsError(f"invalid arguments for {tool}: {where}: {first['msg']}") from exc
 
 
 def _result(content: str, untrusted: bool = False) -> ResultResponse:
@@ -147,13 +98,15 @@ class MemoryHandlers:
 
     def memory_call(self, request: MemoryCall) -> ResultResponse | FailedResponse:
         try:
-            arguments = parse_arguments(request.tool, request.arguments)
-        except ArgumentsError as exc:
-            return FailedResponse(message=str(exc))
-        if isinstance(arguments, RecallArguments):
+            arguments = parse_arguments(ToolName(request.tool), request.arguments)
+        except ArgsError as exc:
+            return FailedResponse(message=f"invalid arguments for {request.tool}: {exc}")
+        if isinstance(arguments, MemoryRecallArgs):
             found = self.recall.recall(arguments.query, arguments.limit)
             content = orjson.dumps({"entries": [_entry_json(e) for e in found.entries]})
             return _result(content.decode("utf-8"), untrusted=found.untrusted)
+        if not isinstance(arguments, MemoryArgs):  # MemoryCall.tool names only memory tools
+            return FailedResponse(message=f"{request.tool} is not a memory tool")
         provenance = Provenance(request.session, request.call, request.taint, request.untrusted)
         try:
             written = self._write(arguments, provenance)
@@ -173,21 +126,20 @@ class MemoryHandlers:
             return FailedResponse(message=written.answer)
         return _result(written.answer)
 
-    def _write(self, arguments: _Arguments, provenance: Provenance) -> WriteResult:
+    def _write(self, arguments: MemoryArgs, provenance: Provenance) -> WriteResult:
         removed: tuple[str, ...] = ()
-        if isinstance(arguments, AddArguments):
+        if isinstance(arguments, MemoryAddArgs):
             written = self.store.add(arguments.kind, arguments.text, provenance)
-        elif isinstance(arguments, ReplaceArguments):
+        elif isinstance(arguments, MemoryReplaceArgs):
             written = self.store.replace(
                 arguments.kind, arguments.entry, arguments.text, provenance
             )
-        elif isinstance(arguments, ConsolidateArguments):
+        elif isinstance(arguments, MemoryConsolidateArgs):
             written = self.store.consolidate(
                 arguments.kind, arguments.entries, arguments.text, provenance
             )
             removed = tuple(arguments.entries)
         else:
-            assert isinstance(arguments, NoteArguments)
             written = self.store.note(arguments.text, provenance, arguments.untrusted)
         entry = written.entry
         if written.ok and entry is not None:  # rule 3

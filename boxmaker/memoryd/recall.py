@@ -49,11 +49,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.args import MAX_RECALL
 from boxmaker.memoryd.files import FILES, Entry, read_entries
 
 MAX_TERMS = 32
 MAX_TERM_CHARS = 64
-MAX_LIMIT = 50
+MAX_LIMIT = MAX_RECALL  # the same bound the argument parser puts on `limit`
 
 # unicode61 folds case and diacritics; porter stems English words so that
 # "deploys" finds "deployed". Both run on the query's quoted words too.

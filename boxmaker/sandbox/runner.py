@@ -163,6 +163,8 @@ def build_spec(decision: Decision) -> RunSpec:
             masks = tuple(m for m in decision.masks if m not in grant.paths)
         case HttpFetchArgs(url=url):
             egress = (url.host,)
+        case _:
+            raise TypeError(f"{decision.tool} runs in memoryd, never in a sandbox")
     return RunSpec(_TOKEN, decision.tool, args, mounts, masks, egress)
 
 

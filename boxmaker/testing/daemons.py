@@ -12,7 +12,8 @@ role imports this module.
     start_loopd / running_loopd       a `TurnLoop` over a given model (the scripted
                                       one, or the real one) and a `LoopServer` on the
                                       home's loop.sock, with a `BrokerPort` on a
-                                      given broker socket, or none
+                                      given broker socket, or none, and a
+                                      `MemoryPort` on a given memory socket, or none
 
 Every path under a home comes from `boxmaker.core.layout.Home`. The real console
 scripts as child processes are `boxmaker.testing.processes`.
@@ -36,6 +37,7 @@ from boxmaker.brokerd.audit_writer import AuditFiles
 from boxmaker.brokerd.config import (
     ApprovalsSection,
     BrokerdConfig,
+    MemorySection,
     PathsSection,
     SocketsSection,
 )
@@ -50,6 +52,7 @@ from boxmaker.core.messages import Envelope, Message, StatusReport, ToolRequest,
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import Model
 from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
@@ -190,6 +193,7 @@ def start_brokerd(
     runtime: RecordingRuntime | None = None,
     clock: Callable[[], str] | None = None,
     caps: ConnectionCaps = DEFAULT_CAPS,
+    memory: MemorySection | None = None,
 ) -> InProcessBrokerd:
     """Start brokerd's sockets and threads in this process, with a home under `base`."""
     home = make_home(base)
@@ -200,6 +204,7 @@ def start_brokerd(
         paths=PathsSection(home=str(home), grants=str(grants)),
         sockets=SocketsSection(),
         approvals=ApprovalsSection(ttl_ms=ttl_ms),
+        memory=memory if memory is not None else MemorySection(),
     )
     the_clock = clock if clock is not None else Clock()
     files = FailingFiles()
@@ -225,9 +230,16 @@ def running_brokerd(
     runtime: RecordingRuntime | None = None,
     clock: Callable[[], str] | None = None,
     caps: ConnectionCaps = DEFAULT_CAPS,
+    memory: MemorySection | None = None,
 ) -> Iterator[InProcessBrokerd]:
     brokerd = start_brokerd(
-        base, grants_dir=grants_dir, ttl_ms=ttl_ms, runtime=runtime, clock=clock, caps=caps
+        base,
+        grants_dir=grants_dir,
+        ttl_ms=ttl_ms,
+        runtime=runtime,
+        clock=clock,
+        caps=caps,
+        memory=memory,
     )
     try:
         yield brokerd
@@ -236,6 +248,8 @@ def running_brokerd(
 
 
 # --- loopd in this process -----------------------------------------------------------
+
+MEMORY_TIMEOUT_MS = 10_000  # an in-process loopd's wait for memoryd
 
 
 @dataclass
@@ -251,6 +265,7 @@ class InProcessLoopd:
     _thread: threading.Thread
     _made: list[Path] = field(default_factory=list)
     _stopped: bool = False
+    memory: MemoryPort | None = None
 
     @property
     def socket(self) -> Path:
@@ -297,16 +312,19 @@ def start_loopd(
     limits: TurnLimits | None = None,
     chat_format: ChatFormat = GEMMA,
     clock: Callable[[], datetime] | None = None,
+    memory_socket: Path | None = None,
 ) -> InProcessLoopd:
     """Serve loop.sock in this process, with a home under `base` (or `home`, if given,
-    which may be shared with a brokerd), and a broker port on `broker_socket` (None:
-    no tool broker is configured)."""
+    which may be shared with a brokerd), a broker port on `broker_socket` (None:
+    no tool broker is configured), and a memory port on `memory_socket` (None: no
+    memory block)."""
     made: list[Path] = []
     if home is None:
         home = make_home(base)
         if home.parent != base:
             made.append(home.parent)
     port = BrokerPort(broker_socket, timeout_ms) if broker_socket is not None else None
+    memory = MemoryPort(memory_socket, MEMORY_TIMEOUT_MS) if memory_socket is not None else None
     turns = TurnLoop(
         model,
         chat_format,
@@ -314,12 +332,13 @@ def start_loopd(
         port,
         limits if limits is not None else TurnLimits(),
         clock if clock is not None else _now,
+        memory=memory,
     )
     listening = bind_socket(Home(home).loop_socket, backlog=16)
     server = LoopServer(turns, listening)
     thread = threading.Thread(target=server.serve, name="loopd-accept", daemon=True)
     thread.start()
-    return InProcessLoopd(home, model, turns, server, port, listening, thread, made)
+    return InProcessLoopd(home, model, turns, server, port, listening, thread, made, memory=memory)
 
 
 @contextmanager
@@ -333,6 +352,7 @@ def running_loopd(
     limits: TurnLimits | None = None,
     chat_format: ChatFormat = GEMMA,
     clock: Callable[[], datetime] | None = None,
+    memory_socket: Path | None = None,
 ) -> Iterator[InProcessLoopd]:
     loopd = start_loopd(
         base,
@@ -343,6 +363,7 @@ def running_loopd(
         limits=limits,
         chat_format=chat_format,
         clock=clock,
+        memory_socket=memory_socket,
     )
     try:
         yield loopd

@@ -4,8 +4,9 @@ I/O: child processes, a pipe read by a thread, signals. No role imports this mod
 
     console_script      the command of a console script of the running environment
     clean_environment   this environment without any BOXMAKER_* variable
-    DaemonProcess       `brokerd serve --config` as a child process, waited for
-                        until its sockets accept, stopped with SIGTERM
+    DaemonProcess       `<role> serve --config` as a child process (brokerd by
+                        default), waited for until its sockets accept, stopped
+                        with SIGTERM
 
 Nothing here sleeps to wait: `wait_until` polls a condition with a deadline.
 """
@@ -42,7 +43,8 @@ def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class DaemonProcess:
-    """`brokerd serve --config PATH` as a child process, its stderr collected as it comes.
+    """`<role> serve --config PATH` (brokerd unless `role` says otherwise) as a child
+    process, its stderr collected as it comes.
 
     stderr is a pipe read by a thread, not a file: a test may start brokerd with
     a file size limit of zero, which must not silence its log.
@@ -55,13 +57,15 @@ class DaemonProcess:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         preexec: Callable[[], None] | None = None,
+        role: str = "brokerd",
     ) -> None:
         self.config = config
+        self.role = role
         self.stopped_cleanly: bool | None = None  # set by stop()
         self._chunks: list[bytes] = []
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
-            [*console_script("brokerd"), "serve", "--config", str(config), *args],
+            [*console_script(role), "serve", "--config", str(config), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -80,7 +84,7 @@ class DaemonProcess:
 
     @property
     def stderr(self) -> str:
-        """Everything brokerd has written so far (stdout and stderr together)."""
+        """Everything the role has written so far (stdout and stderr together)."""
         with self._lock:
             return b"".join(self._chunks).decode("utf-8", "replace")
 
@@ -88,12 +92,12 @@ class DaemonProcess:
         return self.stderr.splitlines()
 
     def wait_for_line(self, predicate: Callable[[str], bool], timeout_s: float = 10.0) -> str:
-        """The first line of brokerd's output for which `predicate` holds, waiting for it."""
+        """The first line of the role's output for which `predicate` holds, waiting for it."""
 
         def matching() -> list[str]:
             return [line for line in self.stderr_lines() if predicate(line)]
 
-        return wait_until(matching, timeout_s, "a matching line from brokerd")[0]
+        return wait_until(matching, timeout_s, f"a matching line from {self.role}")[0]
 
     def wait_serving(self, sockets: Sequence[Path], timeout_s: float = 30.0) -> None:
         """Until every socket in `sockets` accepts; RuntimeError if the process ends first."""
@@ -101,13 +105,15 @@ class DaemonProcess:
         def ready() -> bool:
             if self.process.poll() is not None:
                 self._reader.join(5)
-                raise RuntimeError(f"brokerd exited with {self.process.returncode}:\n{self.stderr}")
+                raise RuntimeError(
+                    f"{self.role} exited with {self.process.returncode}:\n{self.stderr}"
+                )
             return all(accepts(path) for path in sockets)
 
-        wait_until(ready, timeout_s, "brokerd accepting connections")
+        wait_until(ready, timeout_s, f"{self.role} accepting connections")
 
     def wait_exit(self, timeout_s: float = 30.0) -> int:
-        """The exit status of a brokerd that stops by itself (refused to start)."""
+        """The exit status of a role that stops by itself (refused to start)."""
         status = self.process.wait(timeout_s)
         self._finish()
         return status

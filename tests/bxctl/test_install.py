@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.bxctl.install_cmd import Layout, plan
+from boxmaker.bxctl.install_steps import Directory, File, Group, User
 from boxmaker.testing.llama_stand_in import ANSWERING, CRASHING
 from boxmaker.testing.llama_stand_in import install as install_stand_in
 
@@ -79,7 +82,7 @@ def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
     assert "install (dev mode):" in done.stdout
     for directory in ("etc", "etc/grants", "home", "log", "run"):
         assert _mode(prefix / directory) == 0o700, directory
-    for name in ("brokerd.toml", "loopd.toml"):
+    for name in ("brokerd.toml", "loopd.toml", "memoryd.toml"):
         assert _mode(prefix / "etc" / name) == 0o600
     brokerd = (prefix / "etc" / "brokerd.toml").read_text()
     assert f'home = "{prefix / "home"}"' in brokerd
@@ -93,6 +96,15 @@ def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
         in program
     )
     assert "user=" not in program
+    memoryd = (prefix / "etc" / "supervisor.conf.d" / "memoryd.conf").read_text()
+    assert (
+        f"command={Path(sys.executable).parent}/memoryd serve --config {prefix}/etc/memoryd.toml"
+        in memoryd
+    )
+    assert "priority=15" in memoryd  # after brokerd (10), before loopd (20)
+    assert "user=" not in memoryd
+    group = (prefix / "etc" / "supervisor.conf.d" / "group.conf").read_text()
+    assert "programs=brokerd,memoryd,loopd" in group
     main = (prefix / "etc" / "supervisord.conf").read_text()
     assert f"file={prefix}/run/supervisor.sock" in main
     assert "chmod=0700" in main
@@ -113,6 +125,8 @@ def test_config_paths_with_quotes_and_backslashes_round_trip(tmp_path: Path) -> 
         "model": {"path": ""},
         "sockets": {"group_access": False},
     }
+    memoryd = tomllib.loads((etc / "memoryd.toml").read_text())
+    assert memoryd == {"paths": {"home": str(prefix / "home")}, "sockets": {"group_access": False}}
 
 
 def test_a_second_install_changes_nothing(tmp_path: Path) -> None:
@@ -202,3 +216,53 @@ def test_a_workspace_where_no_grant_may_reach_is_refused(tmp_path: Path, where: 
     assert done.returncode == 1
     assert done.stderr.startswith("bxctl: the workspace "), done.stderr
     assert not workspace.exists()
+
+
+def test_a_root_plan_gives_memoryd_its_user_its_links_and_its_files(tmp_path: Path) -> None:
+    """The root install's plan (built, not applied): memoryd's user, groups, modes, files."""
+    owner = pwd.getpwuid(os.getuid()).pw_name
+    etc, home = tmp_path / "etc", tmp_path / "home"
+    layout = Layout(
+        root=True,
+        etc=etc,
+        home=home,
+        log=tmp_path / "log",
+        run=tmp_path / "run",
+        bin=Path("/opt/boxmaker/bin"),
+        source=None,
+        owner=owner,
+    )
+    steps = plan(layout)
+    users = [step.name for step in steps if isinstance(step, User)]
+    assert users == ["bx-broker", "bx-memory", "bx-loop"]
+    groups = {step.name: step.members for step in steps if isinstance(step, Group)}
+    assert groups == {
+        "bx-loop-broker": ("bx-loop",),
+        "bx-owner-broker": (owner,),
+        "bx-loop-clients": (owner,),
+        "bx-loop-memory": ("bx-loop",),
+        "bx-broker-memory": ("bx-broker",),
+        "bx-owner-memory": (owner,),
+    }
+    directories = {
+        step.path: (step.owner, step.group, step.mode)
+        for step in steps
+        if isinstance(step, Directory)
+    }
+    run = home / "run"
+    assert directories[run / "loop-memory"] == ("bx-memory", "bx-loop-memory", 0o2750)
+    assert directories[run / "broker-memory"] == ("bx-memory", "bx-broker-memory", 0o2750)
+    assert directories[run / "owner-memory"] == ("bx-memory", "bx-owner-memory", 0o2750)
+    assert directories[home / "memory"] == ("bx-memory", "bx-memory", 0o700)
+    files = {step.path: step for step in steps if isinstance(step, File)}
+    config = files[etc / "memoryd.toml"]
+    assert (config.owner, config.group, config.mode, config.keep) == (
+        "root",
+        "bx-memory",
+        0o640,
+        True,
+    )
+    assert tomllib.loads(config.content)["sockets"] == {"group_access": True}
+    program = files[etc / "supervisor.conf.d" / "memoryd.conf"].content
+    assert "user=bx-memory" in program
+    assert "/opt/boxmaker/bin/memoryd serve --config" in program

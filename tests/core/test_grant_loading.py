@@ -134,7 +134,8 @@ RULE_CASES = [
     pytest.param(
         "a.toml",
         'tool = "exec"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n',
-        "`tool` must be one of read_file, write_file, shell, http_fetch",
+        "`tool` must be one of read_file, write_file, shell, http_fetch, memory_add, "
+        "memory_replace, memory_consolidate, memory_note, memory_recall",
         1,
         id="rule3-unknown-tool",
     ),

@@ -1,13 +1,15 @@
 """The supervised tree in dev mode: install, supervisord, every role answering, a real turn.
 
 Runs the real console scripts under the real supervisord with the embedded model
-(so it is a model test, and slow): `bxctl install --dev`, `supervisord`, `bxctl
-status`, `bxctl chat --say`, `supervisorctl stop`/`start` of brokerd, and the
-audit log verifying at the end.
+(so it is a model test, and slow): `bxctl install --dev`, `supervisord` with
+brokerd, memoryd and loopd, `bxctl status`, `bxctl memory log` over memoryd's
+owner socket, `bxctl chat --say`, `supervisorctl stop`/`start` of brokerd, and
+the audit log verifying at the end.
 """
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -70,13 +72,21 @@ def test_the_tree_comes_up_answers_and_survives_a_restart(
     _wait(lambda: _status(env).returncode == 0, "every role to answer")
     # supervisord calls a program RUNNING once it has stayed up for its startsecs
     _wait(
-        lambda: _run(str(BIN / "supervisorctl"), "-c", conf, "status").stdout.count("RUNNING") == 2,
-        "supervisord to see both programs RUNNING",
+        lambda: _run(str(BIN / "supervisorctl"), "-c", conf, "status").stdout.count("RUNNING") == 3,
+        "supervisord to see the three programs RUNNING",
         timeout=60,
     )
     programs = _run(str(BIN / "supervisorctl"), "-c", conf, "status").stdout
-    assert "boxmaker:brokerd" in programs
-    assert "boxmaker:loopd" in programs
+    for program in ("brokerd", "memoryd", "loopd"):
+        assert f"boxmaker:{program}" in programs
+    assert "memoryd: answers" in _status(env).stdout
+
+    # memoryd answers the owner on its owner socket, as `bxctl memory log` asks it
+    log = _run(str(BIN / "bxctl"), "memory", "log", env=env, timeout=30)
+    assert log.returncode == 0, log.stdout + log.stderr
+    owner_memory = prefix / "home" / "run" / "owner-memory" / "admin.sock"
+    assert stat.S_IMODE(owner_memory.stat().st_mode) == 0o600  # dev mode: this user only
+    assert stat.S_IMODE((prefix / "etc" / "memoryd.toml").stat().st_mode) == 0o600
 
     chat = _run(str(BIN / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr

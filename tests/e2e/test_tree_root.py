@@ -3,9 +3,10 @@
 Needs root (CI runs as root); elsewhere it is skipped, and says so. It makes an
 owner user, runs `bxctl install --prefix <tmp> --owner <it>`, checks the layout
 file by file, starts supervisord from the generated configuration and checks that
-each role runs as its own user, that loopd's user is refused by admin.sock with
-EACCES while the owner can use it, that a chat turn works through the supervised
-roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
+each role runs as its own user, that loopd's user is refused by both admin.sock
+(brokerd's and memoryd's) with EACCES while the owner can use them, that each of
+memoryd's other two sockets takes only its own client role's user, that a chat
+turn works through the supervised roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
 and that a second install changes nothing. The users and groups it made are
 removed afterwards, whatever happens.
 """
@@ -31,8 +32,16 @@ from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OWNER = "bxtestowner"
-USERS = ("bx-broker", "bx-loop", OWNER)
-GROUPS = ("bx-loop-broker", "bx-owner-broker", "bx-loop-clients")
+ROLE_USERS = ("bx-broker", "bx-memory", "bx-loop")
+USERS = (*ROLE_USERS, OWNER)
+GROUPS = (
+    "bx-loop-broker",
+    "bx-owner-broker",
+    "bx-loop-clients",
+    "bx-loop-memory",
+    "bx-broker-memory",
+    "bx-owner-memory",
+)
 
 pytestmark = [
     pytest.mark.model,
@@ -67,7 +76,7 @@ def _remove_accounts() -> None:
             if _run("userdel", user).returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-    for group in (*GROUPS, "bx-broker", "bx-loop", OWNER):
+    for group in (*GROUPS, *ROLE_USERS, OWNER):
         _run("groupdel", group)
 
 
@@ -150,14 +159,24 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert _owner_mode(home / "run" / "loop-broker") == ("bx-broker", "bx-loop-broker", 0o2750)
     assert _owner_mode(home / "run" / "owner-broker") == ("bx-broker", "bx-owner-broker", 0o2750)
     assert _owner_mode(home / "run" / "loop") == ("bx-loop", "bx-loop-clients", 0o2750)
+    run = home / "run"
+    assert _owner_mode(run / "loop-memory") == ("bx-memory", "bx-loop-memory", 0o2750)
+    assert _owner_mode(run / "broker-memory") == ("bx-memory", "bx-broker-memory", 0o2750)
+    assert _owner_mode(run / "owner-memory") == ("bx-memory", "bx-owner-memory", 0o2750)
+    assert _owner_mode(home / "memory") == ("bx-memory", "bx-memory", 0o700)
     assert _owner_mode(home / "audit") == ("bx-broker", "bx-broker", 0o700)
     assert _owner_mode(home / "broker") == ("bx-broker", "bx-broker", 0o700)
     assert _owner_mode(home / "loop") == ("bx-loop", "bx-loop", 0o700)
     assert _owner_mode(etc / "brokerd.toml") == ("root", "bx-broker", 0o640)
     assert _owner_mode(etc / "loopd.toml") == ("root", "bx-loop", 0o640)
+    assert _owner_mode(etc / "memoryd.toml") == ("root", "bx-memory", 0o640)
     assert "bx-loop" in grp.getgrnam("bx-loop-broker").gr_mem
     assert grp.getgrnam("bx-owner-broker").gr_mem == [OWNER]
+    assert grp.getgrnam("bx-loop-memory").gr_mem == ["bx-loop"]
+    assert grp.getgrnam("bx-broker-memory").gr_mem == ["bx-broker"]
+    assert grp.getgrnam("bx-owner-memory").gr_mem == [OWNER]
     assert "user=bx-broker" in (etc / "supervisor.conf.d" / "brokerd.conf").read_text()
+    assert "user=bx-memory" in (etc / "supervisor.conf.d" / "memoryd.conf").read_text()
 
     loopd = etc / "loopd.toml"
     loopd.write_text(
@@ -171,7 +190,8 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
         "every role to answer",
     )
 
-    for program, user in (("brokerd", "bx-broker"), ("loopd", "bx-loop")):
+    role_users = (("brokerd", "bx-broker"), ("memoryd", "bx-memory"), ("loopd", "bx-loop"))
+    for program, user in role_users:
         pid = _run(
             str(bin_dir / "supervisorctl"), "-c", conf, "pid", f"boxmaker:{program}"
         ).stdout.strip()
@@ -188,6 +208,29 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
         _connect_as("bx-loop", home / "run" / "loop-broker" / "broker.sock").stdout.strip()
         == "connected"
     )
+
+    # memoryd's three sockets: each reachable by its one client role's user only
+    loop_memory = run / "loop-memory" / "memory.sock"
+    broker_memory = run / "broker-memory" / "memory.sock"
+    owner_memory = run / "owner-memory" / "admin.sock"
+    for path in (loop_memory, broker_memory, owner_memory):  # the directory's group, set-gid
+        assert _owner_mode(path) == ("bx-memory", f"bx-{path.parent.name}", 0o660), path
+    assert _connect_as("bx-loop", owner_memory).stdout.strip() == "EACCES"
+    assert _connect_as("bx-loop", broker_memory).stdout.strip() == "EACCES"
+    assert _connect_as("bx-broker", loop_memory).stdout.strip() == "EACCES"
+    assert _connect_as("bx-broker", owner_memory).stdout.strip() == "EACCES"
+    assert _connect_as("bx-loop", loop_memory).stdout.strip() == "connected"
+    assert _connect_as("bx-broker", broker_memory).stdout.strip() == "connected"
+    owner_env = f"BOXMAKER_HOME={home}"
+    memory_log = _run(
+        "runuser", "-u", OWNER, "--", "env", owner_env, str(bin_dir / "bxctl"), "memory", "log"
+    )
+    assert memory_log.returncode == 0, memory_log.stdout + memory_log.stderr
+    refused = _run(
+        "runuser", "-u", "bx-loop", "--", "env", owner_env, str(bin_dir / "bxctl"), "memory", "log"
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"bxctl: not allowed to use {owner_memory}: "), refused.stderr
 
     chat = _run(str(bin_dir / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr
@@ -273,7 +316,7 @@ def test_dev_mode_as_a_normal_user_gives_a_working_tree(
         _wait(
             lambda: as_user(str(venv / "bxctl"), "status").returncode == 0, "the dev tree to answer"
         )
-        for program in ("brokerd", "loopd"):
+        for program in ("brokerd", "memoryd", "loopd"):
             pid = as_user(
                 str(venv / "supervisorctl"), "-c", str(conf), "pid", f"boxmaker:{program}"
             )
@@ -282,6 +325,8 @@ def test_dev_mode_as_a_normal_user_gives_a_working_tree(
             (prefix / "home" / "run" / "owner-broker" / "admin.sock").stat().st_mode
         )
         assert socket_mode == 0o600
+        memory_log = as_user(str(venv / "bxctl"), "memory", "log")
+        assert memory_log.returncode == 0, memory_log.stdout + memory_log.stderr
         chat = as_user(str(venv / "bxctl"), "chat", "--say", "hello", timeout=300)
         assert chat.returncode == 0, chat.stderr
     finally:

@@ -353,7 +353,17 @@ def test_find_tool_finds_the_broker_tools_with_their_arguments(place: Home) -> N
     assert set(found["read_file"]["arguments"]) == {"path"}
     assert set(found["write_file"]["arguments"]) == {"path", "content"}
     names = [tool["name"] for tool in json.loads(everything.content)]
-    assert sorted(names) == ["http_fetch", "read_file", "shell", "write_file"]
+    assert sorted(names) == [
+        "http_fetch",
+        "memory_add",
+        "memory_consolidate",
+        "memory_note",
+        "memory_recall",
+        "memory_replace",
+        "read_file",
+        "shell",
+        "write_file",
+    ]
     shell = next(t for t in json.loads(everything.content) if t["name"] == "shell")
     assert set(shell["arguments"]) == {"command", "cwd"}
     assert shell["required"] == ["command"]
