@@ -25,6 +25,7 @@ from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.frame_fit import page_items
 from boxmaker.core.messages import (
+    BY_BXCTL,
     ApprovalList,
     Approvals,
     Approve,
@@ -44,7 +45,7 @@ from boxmaker.ipc.server import Connection
 
 log = logging.getLogger(__name__)
 
-BY = "bxctl"
+BY = BY_BXCTL
 
 
 @dataclass
@@ -132,8 +133,15 @@ def settle(
     *,
     reason: str | None = None,
     by: str | None = None,
+    post: str | None = None,
 ) -> Verdict:
-    """Record the answer to an entry this thread took out of the table, and hand it over."""
-    verdict = ledger.answer(entry.ask, entry.approval, answer, grants.load, reason=reason, by=by)
-    entry.send(verdict)
+    """Record the answer to an entry this thread took out of the table, and hand it over.
+
+    bxctl's approve and refuse, the expiry thread and an answer in chat (`by` the
+    owner's Mattermost user id, `post` the approval's post) all come here.
+    """
+    verdict = ledger.answer(
+        entry.ask, entry.approval, answer, grants.load, reason=reason, by=by, post=post
+    )
+    entry.send(verdict, answer, by)
     return verdict

@@ -5,9 +5,14 @@ lists, its expiry, and a one-slot channel on which the waiting connection thread
 receives its verdict: a `Decision` to run, or a `Denial`.
 
 The one rule that settles every race: an entry is answered by whoever removes it
-from the table while holding the table's lock: approve, refuse, the expiry
-thread, or the waiting thread when its requester has gone. Everyone else finds
-it gone (`take` returns None) and does nothing.
+from the table while holding the table's lock: approve, refuse (on admin.sock or
+in chat), the expiry thread, or the waiting thread when its requester has gone.
+Everyone else finds it gone (`take` returns None) and does nothing.
+
+Whoever answers also says how (`send`), or, for a requester gone, that nobody
+did (`abandon`); that `Settled` is what the chat post of the approval shows
+(`gateway_link`), and it is set before the verdict is handed over. An entry's
+chat post id (`post`) is set by the gateway link once gatewayd has posted it.
 """
 
 from __future__ import annotations
@@ -16,10 +21,23 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
+from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.messages import PendingApproval
 from boxmaker.core.policy import Ask, Decision, Denial
 
 Verdict = Decision | Denial
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How an entry was settled. `answer` None: abandoned (its requester went away)."""
+
+    answer: ApprovalAnswer | None
+    by: str | None  # "bxctl", the owner's chat user id, or None (expiry, abandoned)
+    verdict: Verdict | None  # None when abandoned
+
+
+ABANDONED = Settled(answer=None, by=None, verdict=None)
 
 
 @dataclass(eq=False)
@@ -29,15 +47,37 @@ class Pending:
     approval: int
     ask: Ask
     item: PendingApproval
+    post: str | None = None  # its chat post, once gatewayd has posted it
     _verdicts: queue.Queue[Verdict] = field(default_factory=lambda: queue.Queue(maxsize=1))
+    _settled: Settled | None = None
+    _settled_event: threading.Event = field(default_factory=threading.Event)
 
     @property
     def expires(self) -> str:
         return self.item.expires
 
-    def send(self, verdict: Verdict) -> None:
-        """Called once, by whoever took the entry out of the table."""
+    def send(self, verdict: Verdict, answer: ApprovalAnswer, by: str | None) -> None:
+        """Called once, by whoever took the entry out of the table and answered it."""
+        self._settle(Settled(answer=answer, by=by, verdict=verdict))
         self._verdicts.put_nowait(verdict)
+
+    def abandon(self) -> None:
+        """Called once, by the waiting thread that took its own entry back."""
+        self._settle(ABANDONED)
+
+    def _settle(self, settled: Settled) -> None:
+        self._settled = settled
+        self._settled_event.set()
+
+    @property
+    def settled(self) -> Settled | None:
+        """How it was settled; None while it still waits."""
+        return self._settled if self._settled_event.is_set() else None
+
+    def wait_settled(self, timeout: float) -> Settled | None:
+        """How it was settled, waiting at most `timeout` seconds; None if still waiting."""
+        self._settled_event.wait(timeout)
+        return self.settled
 
     def wait(self, timeout: float) -> Verdict | None:
         """The verdict, or None if none came within `timeout` seconds."""

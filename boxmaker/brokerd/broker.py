@@ -5,7 +5,8 @@ The order, for every request:
 
     1. read the grants afresh, decide, write the Decision record (ledger step one);
        a denial is answered now and nothing else is written;
-    2. ask: add the call to the pending table, send `pending_approval`, and wait
+    2. ask: add the call to the pending table, send `pending_approval`, have it
+       posted in chat (`gateway_link`, when configured: its own thread), and wait
        for the verdict, checking every second that the requester is still there;
        if it has gone and this thread takes its own entry back, nothing is written
        (verify lists the decision as abandoned);
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
+from boxmaker.brokerd.gateway_link import GatewayLink
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
 from boxmaker.brokerd.memory_link import NOT_CONFIGURED, MemoryLink
@@ -64,6 +66,7 @@ class BrokerHandler:
     clock: Callable[[], str]
     ttl_ms: int
     memory: MemoryLink | None = None
+    gateway: GatewayLink | None = None
 
     def __call__(self, conn: Connection) -> None:
         envelope = conn.read_request()
@@ -126,12 +129,15 @@ class BrokerHandler:
             conn.send(PendingApprovalResponse(approval=seq, expires=expires), final=False)
         except OSError:
             log.info("event=requester_gone approval=%d", seq)
+        if self.gateway is not None:
+            self.gateway.post(entry)
         while True:
             verdict = entry.wait(CHECK_EVERY_S)
             if verdict is not None:
                 return verdict
             if conn.peer_gone():
                 if self.table.take(seq) is entry:
+                    entry.abandon()
                     log.info("event=approval_abandoned approval=%d", seq)
                     return None
                 # someone took it first and is answering: wait for that answer

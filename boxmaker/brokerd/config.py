@@ -12,6 +12,9 @@ socket path that is absent or empty means its default under `home`.
                  pids, output_bytes (at most MAX_OUTPUT_BYTES), ca_file, rootfs (Podman's)
     [memory]     socket (memoryd's broker-memory socket; "" = the default under home,
                  "none" = no memory tools: each allowed call fails), timeout_ms
+    [gateway]    socket (gatewayd's gateway.sock, for approvals over chat; "" = the
+                 default under home, "none" = no approvals over chat), timeout_ms
+                 (to connect and have an approval posted, and to send its outcome)
     [secrets.<name>]  one of credential, env, file (`boxmaker.core.secrets`); read at
                  start by `serve`, which stops on one it cannot read. brokerd uses none yet
 
@@ -41,6 +44,7 @@ from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_fro
 MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = (HOME_VARIABLE,)
 NO_MEMORY = "none"
+NO_GATEWAY = "none"
 
 
 class PathsSection(Section):
@@ -74,6 +78,11 @@ class MemorySection(Section):
     timeout_ms: int = Field(default=10_000, ge=1)
 
 
+class GatewaySection(Section):
+    socket: str = ""
+    timeout_ms: int = Field(default=10_000, ge=1)
+
+
 class BrokerdConfig(RoleSettingsBase):
     """Everything brokerd reads from brokerd.toml, with defaults filled in."""
 
@@ -82,6 +91,7 @@ class BrokerdConfig(RoleSettingsBase):
     approvals: ApprovalsSection = ApprovalsSection()
     runner: RunnerSection = RunnerSection()
     memory: MemorySection = MemorySection()
+    gateway: GatewaySection = GatewaySection()
     secrets: SecretsTable = Field(default_factory=dict)  # where to read them, never values
 
     @property
@@ -106,6 +116,13 @@ class BrokerdConfig(RoleSettingsBase):
         if self.memory.socket == NO_MEMORY:
             return None
         return Path(self.memory.socket or Home(self.home).broker_memory_socket)
+
+    @property
+    def gateway_socket(self) -> Path | None:
+        """gatewayd's socket for approvals over chat; None when `[gateway] socket = "none"`."""
+        if self.gateway.socket == NO_GATEWAY:
+            return None
+        return Path(self.gateway.socket or Home(self.home).gateway_socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:

@@ -170,8 +170,13 @@ class Ledger:
         *,
         reason: str | None = None,
         by: str | None = None,
+        post: str | None = None,
     ) -> Decision | Denial:
-        """Step two: the verdict on an ask, recorded. Approve re-decides with `grants()`."""
+        """Step two: the verdict on an ask, recorded. Approve re-decides with `grants()`.
+
+        `by` is who answered (`bxctl`, or the owner's Mattermost user id), `post` the
+        approval's chat post when the answer came over chat.
+        """
         request = ask.request
         verdict: Decision | Denial
         try:
@@ -194,6 +199,7 @@ class Ledger:
                         decision=seq,
                         answer=answer,
                         by=by,
+                        post=post,
                         reason=reason,
                         outcome=verdict.record(),
                         grant=grant,

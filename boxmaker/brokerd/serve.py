@@ -11,10 +11,13 @@ I/O: everything brokerd touches, wired together here. The order at startup:
     3. the socket directories (made if missing, modes set either way), stale
        socket files removed, bind, socket modes;
     4. one accept thread per socket (one thread per connection, up to each
-       socket's cap; see `boxmaker.ipc.server`) and the expiry thread.
+       socket's cap; see `boxmaker.ipc.server`) and the expiry thread; with
+       `[gateway] socket` not "none", the gateway link, which starts a thread
+       for each ask (`gateway_link`).
 
-SIGTERM or SIGINT stops accepting, lets the ledger step in progress finish, and
-removes the socket files. The lock is released when the process exits.
+SIGTERM or SIGINT stops accepting, ends the gateway link's threads (waiting at
+most GATEWAY_JOIN_S), lets the ledger step in progress finish, and removes the
+socket files. The lock is released when the process exits.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from boxmaker.brokerd.descriptors import (
     connection_caps,
     raise_descriptor_limit,
 )
+from boxmaker.brokerd.gateway_link import GatewayLink
 from boxmaker.brokerd.grants_dir import GrantsDir, own_places
 from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.memory_link import MemoryLink
@@ -57,6 +61,7 @@ log = logging.getLogger(__name__)
 BUSY_POINTER = Runbook.BROKER_BUSY.pointer
 BROKER_ACCEPTS = ("tool_request",)
 ADMIN_ACCEPTS = ("approvals", "check_grants", "status", "approve", "refuse")
+GATEWAY_JOIN_S = 2.0
 
 
 def now() -> str:
@@ -85,9 +90,12 @@ class Brokerd:
         sockets = [config.broker_socket, config.admin_socket]
         if config.memory_socket is not None:
             sockets.append(config.memory_socket)
+        if config.gateway_socket is not None:
+            sockets.append(config.gateway_socket)
         self.grants = GrantsDir(config.grants_dir, own_places(config.home, sockets))
         self.table = PendingTable()
         self.stopping = threading.Event()
+        self.gateway: GatewayLink | None = None
         self._clock = clock
         self._runtime = runtime
         self._sockets: list[socket.socket] = []
@@ -107,6 +115,7 @@ class Brokerd:
             self._clock,
             self.config.approvals.ttl_ms,
             self._memory_link(),
+            self._gateway_link(),
         )
         admin = AdminHandler(self.ledger, self.grants, self.table, self.status)
         broker_rules = SocketRules(
@@ -129,6 +138,20 @@ class Brokerd:
         path = self.config.memory_socket
         return None if path is None else MemoryLink(path, self.config.memory.timeout_ms)
 
+    def _gateway_link(self) -> GatewayLink | None:
+        path = self.config.gateway_socket
+        if path is not None:
+            self.gateway = GatewayLink(
+                path,
+                self.config.gateway.timeout_ms,
+                self.table,
+                self.ledger,
+                self.grants,
+                self._clock,
+                self.stopping,
+            )
+        return self.gateway
+
     def status(self) -> StatusReport:
         """What `status` on admin.sock answers: the audit head and what waits."""
         position = self.writer.position
@@ -146,6 +169,8 @@ class Brokerd:
         self.stopping.set()
         for sock in self._sockets:
             sock.close()
+        if self.gateway is not None:
+            self.gateway.join(GATEWAY_JOIN_S)
         self.ledger.close()
         for path in (self.config.broker_socket, self.config.admin_socket):
             path.unlink(missing_ok=True)

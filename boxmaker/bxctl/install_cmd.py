@@ -2,19 +2,24 @@
 
 I/O: see `install_steps`; this module decides what the layout is.
 
-Run as root, each role gets its own user (bx-broker, bx-memory, bx-loop) and
-each link between roles a group holding exactly the client role's user (the
-owner's user, for the owner's links):
+Run as root, each role gets its own user (bx-broker, bx-memory, bx-loop,
+bx-gateway) and each link between roles a group holding exactly the client
+role's user (the owner's user, for the owner's links):
 
-    <home>/run/loop-broker/    bx-broker:bx-loop-broker    2750   broker.sock 0660
-    <home>/run/owner-broker/   bx-broker:bx-owner-broker   2750   admin.sock 0660
-    <home>/run/loop/           bx-loop:bx-loop-clients     2750   loop.sock 0660
-    <home>/run/loop-memory/    bx-memory:bx-loop-memory    2750   memory.sock 0660
-    <home>/run/broker-memory/  bx-memory:bx-broker-memory  2750   memory.sock 0660
-    <home>/run/owner-memory/   bx-memory:bx-owner-memory   2750   admin.sock 0660
+    <home>/run/loop-broker/    bx-broker:bx-loop-broker      2750   broker.sock 0660
+    <home>/run/owner-broker/   bx-broker:bx-owner-broker     2750   admin.sock 0660
+    <home>/run/loop/           bx-loop:bx-loop-clients       2750   loop.sock 0660
+    <home>/run/gateway/        bx-gateway:bx-broker-gateway  2750   gateway.sock 0660
+    <home>/run/loop-memory/    bx-memory:bx-loop-memory      2750   memory.sock 0660
+    <home>/run/broker-memory/  bx-memory:bx-broker-memory    2750   memory.sock 0660
+    <home>/run/owner-memory/   bx-memory:bx-owner-memory     2750   admin.sock 0660
 
-so loopd's user cannot even open either admin.sock, nor brokerd's user loopd's
-memory socket: the kernel refuses it. The directories are made here, before the
+loop.sock has two clients, the owner (`bxctl chat`) and gatewayd (the owner's
+Mattermost messages), so bx-loop-clients holds the owner and bx-gateway. No other
+link's group holds bx-gateway: approvals come to gatewayd over gateway.sock, and
+it never reaches brokerd's admin.sock. So loopd's user cannot even open either
+admin.sock, nor brokerd's user loopd's memory socket, nor gatewayd's user either
+admin.sock: the kernel refuses it. The directories are made here, before the
 roles start, with their groups; a role only sets the mode at bind time, and the
 set-group-id bit gives the socket the directory's group. memoryd's files
 (`<home>/memory/`) are bx-memory's alone, 0700. Config goes under
@@ -23,6 +28,9 @@ set-group-id bit gives the socket the directory's group. memoryd's files
 directory: every role as that user, directories 0700, sockets 0600 (`--dev` asks
 for that as root too).
 
+gatewayd.toml is written with an empty `[mattermost] url`: until the owner sets
+it (with `owner` and `[secrets.mattermost_token]`), gatewayd says so in one line
+and exits 0, and supervisord leaves it EXITED (runbook.md#gateway-not-configured).
 Configuration and grant files are written only when missing (the grants seeded
 from the example grants when the directory is empty); supervisord's files are
 boxmaker's own and kept in step. `--dry-run` prints the steps and changes nothing.
@@ -67,9 +75,15 @@ from boxmaker.bxctl.install_steps import Command, Directory, File, Group, Step, 
 from boxmaker.core.layout import SHARED, Home
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
+from boxmaker.core.runbook import Runbook
 
-ROLE_USERS = {"brokerd": "bx-broker", "memoryd": "bx-memory", "loopd": "bx-loop"}
-PROGRAMS = ("brokerd.conf", "memoryd.conf", "loopd.conf", "group.conf")
+ROLE_USERS = {
+    "brokerd": "bx-broker",
+    "memoryd": "bx-memory",
+    "loopd": "bx-loop",
+    "gatewayd": "bx-gateway",
+}
+PROGRAMS = ("brokerd.conf", "memoryd.conf", "loopd.conf", "gatewayd.conf", "group.conf")
 SANDBOX_CGROUPS = (
     Path("/sys/fs/cgroup/memory/boxmaker"),
     Path("/sys/fs/cgroup/pids/boxmaker"),
@@ -271,6 +285,26 @@ def memoryd_toml(layout: Layout) -> str:
     )
 
 
+def gatewayd_toml(layout: Layout) -> str:
+    """gatewayd.toml with no server yet: gatewayd stays stopped until the owner names one."""
+    start = f"supervisorctl -c {layout.etc / 'supervisord.conf'} start boxmaker:gatewayd"
+    return _with_header(
+        "gatewayd.toml, written by bxctl install; every key not named has its default\n"
+        "gatewayd, the Mattermost bot, stays stopped until [mattermost] url is set. Set\n"
+        "  [mattermost] url: your server, https://chat.example.com\n"
+        "  [mattermost] owner: your Mattermost user id (26 characters of a-z and 0-9)\n"
+        "  [secrets.mattermost_token]: where the bot's token is read (file, credential or env)\n"
+        "    (a token file must be 0600 and belong to the user gatewayd runs as)\n"
+        f"then start it: {start}\n"
+        f"{Runbook.GATEWAY_NOT_CONFIGURED.pointer}",
+        {
+            "paths": {"home": str(layout.home)},
+            "sockets": {"group_access": layout.root},
+            "mattermost": {"url": ""},
+        },
+    )
+
+
 def supervisor_files(layout: Layout) -> list[File]:
     templates = data_dir() / "supervisor.conf.d"
     files = []
@@ -308,15 +342,18 @@ def plan(layout: Layout) -> list[Step]:
     grants = layout.etc / "grants"
     home = Home(layout.home)
     if layout.root:
-        broker, memory, loop = (ROLE_USERS[r] for r in ("brokerd", "memoryd", "loopd"))
-        steps += [User(broker), User(memory), User(loop)]
+        broker, memory, loop, gateway = (
+            ROLE_USERS[r] for r in ("brokerd", "memoryd", "loopd", "gatewayd")
+        )
+        steps += [User(broker), User(memory), User(loop), User(gateway)]
         steps += [
             Group("bx-loop-broker", (loop,)),
             Group("bx-owner-broker", (layout.owner,)),
-            Group("bx-loop-clients", (layout.owner,)),
+            Group("bx-loop-clients", (layout.owner, gateway)),
             Group("bx-loop-memory", (loop,)),
             Group("bx-broker-memory", (broker,)),
             Group("bx-owner-memory", (layout.owner,)),
+            Group("bx-broker-gateway", (broker,)),
         ]
         steps += [
             Directory(layout.etc, 0o755, "root", "root"),
@@ -332,6 +369,7 @@ def plan(layout: Layout) -> list[Step]:
                 home.broker_memory_socket.parent, SHARED.directory, memory, "bx-broker-memory"
             ),
             Directory(home.owner_memory_socket.parent, SHARED.directory, memory, "bx-owner-memory"),
+            Directory(home.gateway_socket.parent, SHARED.directory, gateway, "bx-broker-gateway"),
             Directory(home.egress, 0o700, broker, broker),
             Directory(home.broker_sessions.parent, 0o700, broker, broker),
             Directory(home.audit, 0o700, broker, broker),
@@ -357,6 +395,14 @@ def plan(layout: Layout) -> list[Step]:
                 memory,
                 keep=True,
             ),
+            File(
+                layout.etc / "gatewayd.toml",
+                gatewayd_toml(layout),
+                0o640,
+                "root",
+                gateway,
+                keep=True,
+            ),
         ]
         grant_owner: tuple[str | None, str | None] = ("root", broker)
     else:
@@ -371,6 +417,7 @@ def plan(layout: Layout) -> list[Step]:
             File(layout.etc / "brokerd.toml", brokerd_toml(layout, backend), 0o600, keep=True),
             File(layout.etc / "loopd.toml", loopd_toml(layout), 0o600, keep=True),
             File(layout.etc / "memoryd.toml", memoryd_toml(layout), 0o600, keep=True),
+            File(layout.etc / "gatewayd.toml", gatewayd_toml(layout), 0o600, keep=True),
         ]
         grant_owner = (None, None)
     if layout.workspace is not None:

@@ -9,6 +9,7 @@ else /var/lib/boxmaker:
     <home>/run/loop-memory/memory.sock   memoryd, for loopd (the memory block)
     <home>/run/broker-memory/memory.sock memoryd, for brokerd (memory tool calls)
     <home>/run/owner-memory/admin.sock   memoryd, for the owner (bxctl memory)
+    <home>/run/gateway/gateway.sock      gatewayd, for brokerd (approvals over chat)
     <home>/run/egress/                   brokerd's per-call egress proxies
     <home>/audit/YYYY-MM-DD.jsonl        the audit log; <home>/audit/.lock
     <home>/broker/sessions/<id>.json     brokerd's session state
@@ -87,6 +88,10 @@ class Home:
     @property
     def owner_memory_socket(self) -> Path:
         return self.run / "owner-memory" / "admin.sock"
+
+    @property
+    def gateway_socket(self) -> Path:
+        return self.run / "gateway" / "gateway.sock"
 
     @property
     def egress(self) -> Path:

@@ -41,6 +41,8 @@ class Runbook(StrEnum):
     MEMORYD_UNAVAILABLE = "memoryd-unavailable"
     MEMORY_UNAVAILABLE = "memory-unavailable"
     MEMORYD_UNREACHABLE = "memoryd-unreachable"
+    GATEWAY_UNREACHABLE = "gateway-unreachable"
+    GATEWAY_NOT_CONFIGURED = "gateway-not-configured"
 
     @property
     def pointer(self) -> str:

@@ -5,7 +5,10 @@ by a per-read timeout, so a peer that trickles bytes cannot hold the caller for
 ever; the caller may move the deadline between answers (loopd's tool port waits
 until an approval's expiry once brokerd says the call waits for the owner). A
 request with no deadline (`bxctl chat`, whose turn may wait on the owner) still
-connects within CONNECT_TIMEOUT_S.
+connects within CONNECT_TIMEOUT_S. A request given `cancelled` checks it every
+`poll_s` seconds while it waits for an answer, and once it is true stops reading:
+`answers()` ends without a final answer and the connection is closed (brokerd's
+gateway link, whose held request ends when the approval is settled elsewhere).
 
 Every way a request can fail is one `RequestError` (boxmaker.core.errors) whose
 text is the cause in a few words; the caller adds who it was talking to and the
@@ -38,6 +41,7 @@ from boxmaker.core.errors import (
 from boxmaker.core.messages import Envelope, Message
 
 CONNECT_TIMEOUT_S = 30.0
+POLL_S = 0.25
 LATE = "no answer before the deadline"
 
 
@@ -52,8 +56,12 @@ class Request:
         timeout_s: float | None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        cancelled: Callable[[], bool] | None = None,
+        poll_s: float = POLL_S,
     ) -> None:
         self.path = path
+        self._cancelled = cancelled
+        self._poll_s = poll_s
         self._conn = ClientConnection(request_id)
         try:
             self._payload = self._conn.request(message)
@@ -77,8 +85,25 @@ class Request:
             raise TimeoutError(LATE)
         return left
 
+    def _receive(self, sock: socket.socket) -> bytes | None:
+        """The next bytes from the server; None once `cancelled` says to stop."""
+        if self._cancelled is None:
+            sock.settimeout(self._left())
+            return sock.recv(65536)
+        while not self._cancelled():
+            left = self._left()
+            sock.settimeout(self._poll_s if left is None else min(left, self._poll_s))
+            try:
+                return sock.recv(65536)
+            except TimeoutError:
+                continue
+        return None
+
     def answers(self) -> Iterator[Envelope]:
-        """Each answer as it arrives, the final one last; a RequestError if that fails."""
+        """Each answer as it arrives, the final one last; a RequestError if that fails.
+
+        With `cancelled`, the answers may end before the final one (it became true).
+        """
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 left = self._left()
@@ -87,8 +112,9 @@ class Request:
                 sock.settimeout(self._left())
                 sock.sendall(self._payload)
                 while not self._conn.done:
-                    sock.settimeout(self._left())
-                    data = sock.recv(65536)
+                    data = self._receive(sock)
+                    if data is None:
+                        return
                     yield from self._conn.receive(data)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise UnreachableError(exc.strerror or str(exc)) from exc

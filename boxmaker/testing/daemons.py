@@ -37,6 +37,7 @@ from boxmaker.brokerd.audit_writer import AuditFiles
 from boxmaker.brokerd.config import (
     ApprovalsSection,
     BrokerdConfig,
+    GatewaySection,
     MemorySection,
     PathsSection,
     SocketsSection,
@@ -194,6 +195,7 @@ def start_brokerd(
     clock: Callable[[], str] | None = None,
     caps: ConnectionCaps = DEFAULT_CAPS,
     memory: MemorySection | None = None,
+    gateway: GatewaySection | None = None,
 ) -> InProcessBrokerd:
     """Start brokerd's sockets and threads in this process, with a home under `base`."""
     home = make_home(base)
@@ -205,6 +207,7 @@ def start_brokerd(
         sockets=SocketsSection(),
         approvals=ApprovalsSection(ttl_ms=ttl_ms),
         memory=memory if memory is not None else MemorySection(),
+        gateway=gateway if gateway is not None else GatewaySection(),
     )
     the_clock = clock if clock is not None else Clock()
     files = FailingFiles()
@@ -231,6 +234,7 @@ def running_brokerd(
     clock: Callable[[], str] | None = None,
     caps: ConnectionCaps = DEFAULT_CAPS,
     memory: MemorySection | None = None,
+    gateway: GatewaySection | None = None,
 ) -> Iterator[InProcessBrokerd]:
     brokerd = start_brokerd(
         base,
@@ -240,6 +244,7 @@ def running_brokerd(
         clock=clock,
         caps=caps,
         memory=memory,
+        gateway=gateway,
     )
     try:
         yield brokerd

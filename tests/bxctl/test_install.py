@@ -82,7 +82,7 @@ def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
     assert "install (dev mode):" in done.stdout
     for directory in ("etc", "etc/grants", "home", "log", "run"):
         assert _mode(prefix / directory) == 0o700, directory
-    for name in ("brokerd.toml", "loopd.toml", "memoryd.toml"):
+    for name in ("brokerd.toml", "loopd.toml", "memoryd.toml", "gatewayd.toml"):
         assert _mode(prefix / "etc" / name) == 0o600
     brokerd = (prefix / "etc" / "brokerd.toml").read_text()
     assert f'home = "{prefix / "home"}"' in brokerd
@@ -103,8 +103,17 @@ def test_dev_install_lays_out_the_tree(tmp_path: Path) -> None:
     )
     assert "priority=15" in memoryd  # after brokerd (10), before loopd (20)
     assert "user=" not in memoryd
+    gatewayd = (prefix / "etc" / "supervisor.conf.d" / "gatewayd.conf").read_text()
+    assert (
+        f"command={Path(sys.executable).parent}/gatewayd serve --config {prefix}/etc/gatewayd.toml"
+        in gatewayd
+    )
+    # after loopd (20); an exit 0 (not configured) leaves it EXITED, not restarted
+    for line in ("priority=30", "startsecs=0", "autorestart=unexpected", "exitcodes=0,2"):
+        assert f"\n{line}\n" in gatewayd, line
+    assert "user=" not in gatewayd
     group = (prefix / "etc" / "supervisor.conf.d" / "group.conf").read_text()
-    assert "programs=brokerd,memoryd,loopd" in group
+    assert "programs=brokerd,memoryd,loopd,gatewayd\n" in group
     main = (prefix / "etc" / "supervisord.conf").read_text()
     assert f"file={prefix}/run/supervisor.sock" in main
     assert "chmod=0700" in main
@@ -127,6 +136,37 @@ def test_config_paths_with_quotes_and_backslashes_round_trip(tmp_path: Path) -> 
     }
     memoryd = tomllib.loads((etc / "memoryd.toml").read_text())
     assert memoryd == {"paths": {"home": str(prefix / "home")}, "sockets": {"group_access": False}}
+    gatewayd = tomllib.loads((etc / "gatewayd.toml").read_text())
+    assert gatewayd == {
+        "paths": {"home": str(prefix / "home")},
+        "sockets": {"group_access": False},
+        "mattermost": {"url": ""},
+    }
+
+
+def test_gatewayd_toml_says_what_to_set_and_leaves_gatewayd_unconfigured(tmp_path: Path) -> None:
+    prefix = tmp_path / "bx"
+    done = _install(prefix)
+    assert done.returncode == 0, done.stderr
+    config = prefix / "etc" / "gatewayd.toml"
+    text = config.read_text()
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    for words in ("[mattermost] url", "[mattermost] owner", "[secrets.mattermost_token]"):
+        assert any(words in line for line in header), words
+    assert header[-1] == "# see runbook.md#gateway-not-configured"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOXMAKER_")}
+    gatewayd = str(Path(sys.executable).parent / "gatewayd")
+    run = subprocess.run(
+        [gatewayd, "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "event=not_configured" in run.stderr
+    assert run.stderr.rstrip().endswith("see runbook.md#gateway-not-configured")
 
 
 def test_a_second_install_changes_nothing(tmp_path: Path) -> None:
@@ -218,8 +258,8 @@ def test_a_workspace_where_no_grant_may_reach_is_refused(tmp_path: Path, where: 
     assert not workspace.exists()
 
 
-def test_a_root_plan_gives_memoryd_its_user_its_links_and_its_files(tmp_path: Path) -> None:
-    """The root install's plan (built, not applied): memoryd's user, groups, modes, files."""
+def test_a_root_plan_gives_each_role_its_user_its_links_and_its_files(tmp_path: Path) -> None:
+    """The root install's plan (built, not applied): the users, groups, modes, files."""
     owner = pwd.getpwuid(os.getuid()).pw_name
     etc, home = tmp_path / "etc", tmp_path / "home"
     layout = Layout(
@@ -234,15 +274,16 @@ def test_a_root_plan_gives_memoryd_its_user_its_links_and_its_files(tmp_path: Pa
     )
     steps = plan(layout)
     users = [step.name for step in steps if isinstance(step, User)]
-    assert users == ["bx-broker", "bx-memory", "bx-loop"]
+    assert users == ["bx-broker", "bx-memory", "bx-loop", "bx-gateway"]
     groups = {step.name: step.members for step in steps if isinstance(step, Group)}
     assert groups == {
         "bx-loop-broker": ("bx-loop",),
         "bx-owner-broker": (owner,),
-        "bx-loop-clients": (owner,),
+        "bx-loop-clients": (owner, "bx-gateway"),  # bxctl chat and gatewayd send turns
         "bx-loop-memory": ("bx-loop",),
         "bx-broker-memory": ("bx-broker",),
         "bx-owner-memory": (owner,),
+        "bx-broker-gateway": ("bx-broker",),
     }
     directories = {
         step.path: (step.owner, step.group, step.mode)
@@ -254,6 +295,7 @@ def test_a_root_plan_gives_memoryd_its_user_its_links_and_its_files(tmp_path: Pa
     assert directories[run / "broker-memory"] == ("bx-memory", "bx-broker-memory", 0o2750)
     assert directories[run / "owner-memory"] == ("bx-memory", "bx-owner-memory", 0o2750)
     assert directories[home / "memory"] == ("bx-memory", "bx-memory", 0o700)
+    assert directories[run / "gateway"] == ("bx-gateway", "bx-broker-gateway", 0o2750)
     files = {step.path: step for step in steps if isinstance(step, File)}
     config = files[etc / "memoryd.toml"]
     assert (config.owner, config.group, config.mode, config.keep) == (
@@ -266,3 +308,18 @@ def test_a_root_plan_gives_memoryd_its_user_its_links_and_its_files(tmp_path: Pa
     program = files[etc / "supervisor.conf.d" / "memoryd.conf"].content
     assert "user=bx-memory" in program
     assert "/opt/boxmaker/bin/memoryd serve --config" in program
+    gateway = files[etc / "gatewayd.toml"]
+    assert (gateway.owner, gateway.group, gateway.mode, gateway.keep) == (
+        "root",
+        "bx-gateway",
+        0o640,
+        True,
+    )
+    assert tomllib.loads(gateway.content) == {
+        "paths": {"home": str(home)},
+        "sockets": {"group_access": True},
+        "mattermost": {"url": ""},
+    }
+    program = files[etc / "supervisor.conf.d" / "gatewayd.conf"].content
+    assert "\nuser=bx-gateway\n" in program
+    assert f"/opt/boxmaker/bin/gatewayd serve --config {etc}/gatewayd.toml" in program

@@ -97,7 +97,13 @@ def test_an_installed_package_installs_without_the_checkout(tmp_path: Path) -> N
     assert grants == sorted(p.name for p in (CHECKOUT / "grants.example").glob("*.toml"))
     assert str(workspace) in (etc / "grants" / "notes-read.toml").read_text()
     programs = sorted(p.name for p in (etc / "supervisor.conf.d").iterdir())
-    assert programs == ["brokerd.conf", "group.conf", "loopd.conf", "memoryd.conf"]
+    assert programs == [
+        "brokerd.conf",
+        "gatewayd.conf",
+        "group.conf",
+        "loopd.conf",
+        "memoryd.conf",
+    ]
     program = (etc / "supervisor.conf.d" / "brokerd.conf").read_text()
     assert f"command={venv}/bin/brokerd serve --config {etc}/brokerd.toml" in program
     assert f"file={prefix}/run/supervisor.sock" in (etc / "supervisord.conf").read_text()

@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.grants import GrantProblem
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     ApprovalList,
+    ApprovalOutcome,
     ApprovalPendingEvent,
+    ApprovalPosted,
+    ApprovalReply,
+    ApprovalRequest,
     Approvals,
     Approve,
     ApproveResult,
@@ -40,6 +45,7 @@ from boxmaker.core.messages import (
     Refuse,
     Reindex,
     Reindexed,
+    ReplyAnswer,
     ResultResponse,
     SessionUpdated,
     Status,
@@ -58,6 +64,8 @@ from boxmaker.core.messages import (
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
 EXPIRES = "2026-11-30T12:15:00.000Z"
+OWNER = "kyle4owner5mattermost6id7x"  # Mattermost ids: 26 characters of [a-z0-9]
+POST = "p0st1d2for3approval4ab5cd6"
 
 CASES: dict[str, Envelope] = {
     "tool_request": Envelope(
@@ -246,6 +254,51 @@ CASES: dict[str, Envelope] = {
                 '"taint":"private","untrusted":false,"action":"added","kind":"memory",'
                 '"entry":"m-3f2a9c01b4de","removed":[],"rule":null,"entry_untrusted":false}',
             )
+        ),
+    ),
+    # gatewayd's gateway.sock
+    "approval_request": Envelope(
+        id="approval-41",
+        final=True,
+        message=ApprovalRequest(
+            approval=41,
+            session="chat-1",
+            call="c7",
+            tool="shell",
+            arguments='{"command":"ls","cwd":"/home/kyle/scratch"}',
+            grant="scratch-shell",
+            taint=DataClass.PRIVATE,
+            created="2026-11-30T12:00:00.000Z",
+            expires=EXPIRES,
+        ),
+    ),
+    "approval_posted": Envelope(
+        id="approval-41", final=False, message=ApprovalPosted(approval=41, post=POST)
+    ),
+    "approval_reply_approve": Envelope(
+        id="approval-41",
+        final=True,
+        message=ApprovalReply(approval=41, answer=ReplyAnswer.APPROVE, by=OWNER, post=POST),
+    ),
+    "approval_reply_refuse": Envelope(
+        id="approval-41",
+        final=True,
+        message=ApprovalReply(
+            approval=41, answer=ReplyAnswer.REFUSE, by=OWNER, post=POST, reason="not on a friday"
+        ),
+    ),
+    "approval_outcome_approved": Envelope(
+        id="outcome-41",
+        final=True,
+        message=ApprovalOutcome(
+            approval=41, answer=ApprovalAnswer.APPROVED, by="bxctl", outcome="runs"
+        ),
+    ),
+    "approval_outcome_expired": Envelope(
+        id="outcome-41",
+        final=True,
+        message=ApprovalOutcome(
+            approval=41, answer=ApprovalAnswer.EXPIRED, outcome="denied (approval_expired)"
         ),
     ),
 }

@@ -5,8 +5,10 @@ owner user, runs `bxctl install --prefix <tmp> --owner <it>`, checks the layout
 file by file, starts supervisord from the generated configuration and checks that
 each role runs as its own user, that loopd's user is refused by both admin.sock
 (brokerd's and memoryd's) with EACCES while the owner can use them, that each of
-memoryd's other two sockets takes only its own client role's user, that a chat
-turn works through the supervised roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
+memoryd's other two sockets takes only its own client role's user, that
+gatewayd (no Mattermost server configured) stays EXITED after its one line while
+its user can reach loop.sock but neither admin.sock, and that only brokerd's user
+can enter gateway.sock's directory, that a chat turn works through the supervised roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
 and that a second install changes nothing. The users and groups it made are
 removed afterwards, whatever happens.
 """
@@ -32,7 +34,7 @@ from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OWNER = "bxtestowner"
-ROLE_USERS = ("bx-broker", "bx-memory", "bx-loop")
+ROLE_USERS = ("bx-broker", "bx-memory", "bx-loop", "bx-gateway")
 USERS = (*ROLE_USERS, OWNER)
 GROUPS = (
     "bx-loop-broker",
@@ -41,6 +43,7 @@ GROUPS = (
     "bx-loop-memory",
     "bx-broker-memory",
     "bx-owner-memory",
+    "bx-broker-gateway",
 )
 
 pytestmark = [
@@ -152,6 +155,15 @@ def _connect_as(user: str, path: Path) -> subprocess.CompletedProcess[str]:
     return _run("runuser", "-u", user, "--", "/usr/bin/python3", "-c", probe, str(path))
 
 
+def _list_as(user: str, path: Path) -> subprocess.CompletedProcess[str]:
+    probe = (
+        "import os,sys\n"
+        "try:\n os.listdir(sys.argv[1]); print('listed')\n"
+        "except PermissionError: print('EACCES')\n"
+    )
+    return _run("runuser", "-u", user, "--", "/usr/bin/python3", "-c", probe, str(path))
+
+
 def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> None:
     installed_prefix, bin_dir = installed
     home = installed_prefix / "var" / "lib" / "boxmaker"
@@ -159,6 +171,7 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert _owner_mode(home / "run" / "loop-broker") == ("bx-broker", "bx-loop-broker", 0o2750)
     assert _owner_mode(home / "run" / "owner-broker") == ("bx-broker", "bx-owner-broker", 0o2750)
     assert _owner_mode(home / "run" / "loop") == ("bx-loop", "bx-loop-clients", 0o2750)
+    assert _owner_mode(home / "run" / "gateway") == ("bx-gateway", "bx-broker-gateway", 0o2750)
     run = home / "run"
     assert _owner_mode(run / "loop-memory") == ("bx-memory", "bx-loop-memory", 0o2750)
     assert _owner_mode(run / "broker-memory") == ("bx-memory", "bx-broker-memory", 0o2750)
@@ -170,13 +183,17 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert _owner_mode(etc / "brokerd.toml") == ("root", "bx-broker", 0o640)
     assert _owner_mode(etc / "loopd.toml") == ("root", "bx-loop", 0o640)
     assert _owner_mode(etc / "memoryd.toml") == ("root", "bx-memory", 0o640)
+    assert _owner_mode(etc / "gatewayd.toml") == ("root", "bx-gateway", 0o640)
     assert "bx-loop" in grp.getgrnam("bx-loop-broker").gr_mem
     assert grp.getgrnam("bx-owner-broker").gr_mem == [OWNER]
     assert grp.getgrnam("bx-loop-memory").gr_mem == ["bx-loop"]
     assert grp.getgrnam("bx-broker-memory").gr_mem == ["bx-broker"]
     assert grp.getgrnam("bx-owner-memory").gr_mem == [OWNER]
+    assert sorted(grp.getgrnam("bx-loop-clients").gr_mem) == sorted([OWNER, "bx-gateway"])
+    assert grp.getgrnam("bx-broker-gateway").gr_mem == ["bx-broker"]
     assert "user=bx-broker" in (etc / "supervisor.conf.d" / "brokerd.conf").read_text()
     assert "user=bx-memory" in (etc / "supervisor.conf.d" / "memoryd.conf").read_text()
+    assert "\nuser=bx-gateway\n" in (etc / "supervisor.conf.d" / "gatewayd.conf").read_text()
 
     loopd = etc / "loopd.toml"
     loopd.write_text(
@@ -199,6 +216,16 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
         assert owner == user, f"{program} runs as {owner}"
     assert _owner_mode(home / "run" / "owner-broker" / "admin.sock")[2] == 0o660
 
+    # gatewayd, with no [mattermost] url, says so once and stays EXITED (not restarted)
+    def gatewayd_state() -> str:
+        shown = _run(str(bin_dir / "supervisorctl"), "-c", conf, "status", "boxmaker:gatewayd")
+        return (shown.stdout.split() or ["", ""])[1]
+
+    _wait(lambda: gatewayd_state() == "EXITED", "gatewayd to exit, not configured", timeout=60)
+    gatewayd_log = (installed_prefix / "var" / "log" / "boxmaker" / "gatewayd.log").read_text()
+    assert gatewayd_log.count("event=not_configured") == 1, gatewayd_log
+    assert gatewayd_log.rstrip().endswith("see runbook.md#gateway-not-configured")
+
     admin = home / "run" / "owner-broker" / "admin.sock"
     assert _connect_as("bx-loop", admin).stdout.strip() == "EACCES"
     owner_id = _run("runuser", "-u", OWNER, "--", "id").stdout
@@ -208,6 +235,19 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
         _connect_as("bx-loop", home / "run" / "loop-broker" / "broker.sock").stdout.strip()
         == "connected"
     )
+
+    # gatewayd's user: loop.sock (it sends turns), never either admin.sock; and
+    # gateway.sock's directory is brokerd's to enter only (no gatewayd serves there)
+    assert _connect_as("bx-gateway", admin).stdout.strip() == "EACCES"
+    assert _connect_as("bx-gateway", run / "owner-memory" / "admin.sock").stdout.strip() == (
+        "EACCES"
+    )
+    assert _connect_as("bx-gateway", run / "loop" / "loop.sock").stdout.strip() == "connected"
+    gateway_dir = run / "gateway"
+    assert _connect_as("bx-loop", gateway_dir / "gateway.sock").stdout.strip() == "EACCES"
+    assert _list_as("bx-loop", gateway_dir).stdout.strip() == "EACCES"
+    assert _list_as("bx-memory", gateway_dir).stdout.strip() == "EACCES"
+    assert _list_as("bx-broker", gateway_dir).stdout.strip() == "listed"
 
     # memoryd's three sockets: each reachable by its one client role's user only
     loop_memory = run / "loop-memory" / "memory.sock"

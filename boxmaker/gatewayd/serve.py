@@ -1,0 +1,205 @@
+"""gatewayd's start-up, its two halves, and its stop.
+
+I/O: everything gatewayd touches, wired together here. In order:
+
+    1. the bot token (`[secrets.mattermost_token]`), read before anything else:
+       one that cannot be read stops gatewayd (exit 1, one line naming it);
+    2. the event loop, in its own thread: the Mattermost client, the bot's own
+       user (`users/me`: a refused token stops gatewayd, exit 1), the owner's
+       direct channel, and the event stream (`gatewayd.mm_events`);
+    3. gateway.sock bound (brokerd's group in a root install) and served by
+       threads of `boxmaker.ipc.server`, which hand their Mattermost calls to
+       the event loop (`gatewayd.approvals`);
+    4. each event: an approval answer (`ApprovalDesk.on_event`), or else a turn
+       (`gatewayd.turns`), each turn a task of its own.
+
+SIGTERM or SIGINT stops it: gateway.sock closes and is removed, turns in
+flight are cancelled (their posts keep what was streamed), the client closes,
+the token is wiped; exit 0. If the event stream ends on its own (the token was
+refused, or gatewayd cannot start), the main thread is woken and gatewayd
+exits 1 with that line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from boxmaker.core.errors import StartupError
+from boxmaker.core.layout import link_modes
+from boxmaker.core.runbook import Runbook
+from boxmaker.gatewayd.approvals import ApprovalDesk
+from boxmaker.gatewayd.config import TOKEN, GatewaydConfig
+from boxmaker.gatewayd.mattermost import MattermostClient
+from boxmaker.gatewayd.mm_events import EventStream
+from boxmaker.gatewayd.mm_model import MattermostError, Posted, PostEdited, ReactionAdded
+from boxmaker.gatewayd.turns import Owner, TurnRelay, is_turn
+from boxmaker.ipc.role import block_stop_signals, wait_for_stop
+from boxmaker.ipc.secrets import load_secrets
+from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
+
+log = logging.getLogger(__name__)
+
+GATEWAY_ACCEPTS = ("approval_request", "approval_outcome")
+GATEWAY_CAP = 64  # approvals held at once
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Chat:
+    """The event loop's half, started in its own thread."""
+
+    config: GatewaydConfig
+    token: str
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    ready: threading.Event = field(default_factory=threading.Event)
+    failure: BaseException | None = None
+    desk: ApprovalDesk | None = None
+    on_failure: Callable[[], None] = lambda: None  # after start: wakes the main thread
+    _main: asyncio.Task[None] | None = None
+    _thread_: threading.Thread | None = None
+    _turns: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def start(self) -> None:
+        self._thread_ = threading.Thread(target=self._thread, name="mattermost", daemon=True)
+        self._thread_.start()
+        if not self.ready.wait(READY_TIMEOUT_S) and self.failure is None:
+            self.failure = StartupError("no answer from Mattermost in time")
+        if self.failure is not None:
+            raise StartupError(f"cannot start the chat: {self.failure}") from self.failure
+
+    def stop(self) -> None:
+        """Cancel everything on the event loop and wait for it to close (bounded)."""
+        if self._main is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._main.cancel)
+        if self._thread_ is not None:
+            self._thread_.join(STOP_TIMEOUT_S)
+
+    def _thread(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self._main = self.loop.create_task(self._run())
+            self.loop.run_until_complete(self._main)
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:  # reported to the main thread, which exits 1
+            self.failure = exc
+            log.error("event=chat_failed %s", exc)
+            started = self.ready.is_set()
+            self.ready.set()
+            if started:
+                self.on_failure()
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    async def _run(self) -> None:
+        mattermost = self.config.mattermost
+        async with MattermostClient(mattermost.url, self.token) as client:
+            me = await client.me()
+            channel = await client.direct_channel(me.id, mattermost.owner)
+            owner = Owner(user_id=mattermost.owner, channel_id=channel.id, bot_id=me.id)
+            self.desk = ApprovalDesk(client, self.loop, owner)
+            relay = TurnRelay(
+                client,
+                self.config.loop_socket,
+                timeout_ms=self.config.loop.timeout_ms,
+                edit_interval_ms=mattermost.edit_interval_ms,
+            )
+            log.info("event=chat bot=%s owner=%s channel=%s", me.id, owner.user_id, channel.id)
+            async with EventStream(client, [channel.id]) as stream:
+                await stream.wait_live()
+                self.ready.set()
+                try:
+                    async for event in stream:
+                        await self._take(event, owner, self.desk, relay)
+                finally:
+                    turns = list(self._turns)
+                    for task in turns:
+                        task.cancel()
+                    await asyncio.gather(*turns, return_exceptions=True)
+
+    async def _take(
+        self,
+        event: Posted | PostEdited | ReactionAdded,
+        owner: Owner,
+        desk: ApprovalDesk,
+        relay: TurnRelay,
+    ) -> None:
+        if await desk.on_event(event):
+            return
+        if not isinstance(event, Posted) or not is_turn(event.post, owner):
+            return
+        task = asyncio.create_task(relay.relay(event.post), name=f"turn-{event.post.id}")
+        self._turns.add(task)
+        task.add_done_callback(self._turn_done)
+
+    def _turn_done(self, task: asyncio.Task[None]) -> None:
+        self._turns.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("event=turn_failed %s: %s", type(exc).__name__, exc)
+
+
+class Gatewayd:
+    """gatewayd's two halves; `serve` drives it, tests build one directly."""
+
+    def __init__(
+        self, config: GatewaydConfig, token: str, on_failure: Callable[[], None] = lambda: None
+    ) -> None:
+        self.config = config
+        self.chat = Chat(config, token, on_failure=on_failure)
+        self.stopping = threading.Event()
+        self._listening: socket.socket | None = None
+
+    def start(self) -> None:
+        self.chat.start()
+        assert self.chat.desk is not None
+        modes = link_modes(self.config.sockets.group_access)
+        self._listening = bind_socket(self.config.gateway_socket, modes)
+        rules = SocketRules(
+            "gateway.sock",
+            "gatewayd",
+            GATEWAY_ACCEPTS,
+            GATEWAY_CAP,
+            Runbook.GATEWAY_UNREACHABLE.pointer,
+        )
+        serve_forever(self._listening, rules, self.chat.desk, self.stopping)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._listening is not None:
+            self._listening.close()
+            self.config.gateway_socket.unlink(missing_ok=True)
+        self.chat.stop()
+
+
+def serve(config: GatewaydConfig) -> int:
+    """Run gatewayd until SIGTERM; the exit status."""
+    secrets = load_secrets({TOKEN: config.secrets[TOKEN]})
+    block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
+    # aiohttp takes the header as a str: a copy that cannot be wiped (core.secrets)
+    token = secrets[TOKEN].reveal().decode("utf-8", "strict")
+    daemon = Gatewayd(config, token, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        daemon.start()
+    except StartupError:
+        secrets.wipe()
+        raise
+    log.info("event=serving gateway=%s loop=%s", config.gateway_socket, config.loop_socket)
+    log.info("event=signal %s", wait_for_stop())
+    daemon.stop()
+    secrets.wipe()
+    failure = daemon.chat.failure
+    if failure is not None:
+        if isinstance(failure, MattermostError):
+            log.error("%s; %s", failure, Runbook.GATEWAY_NOT_CONFIGURED.pointer)
+        return 1
+    log.info("event=stopped")
+    return 0

