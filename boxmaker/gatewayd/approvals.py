@@ -32,11 +32,11 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.messages import (
@@ -99,6 +99,8 @@ class ApprovalDesk:
         self._in_flight = 0  # approval posts being made (touched on the event loop only)
         self._settled = asyncio.Event()  # set while none is
         self._settled.set()
+        self._submit = threading.Lock()
+        self._closing = False
 
     # --- gateway.sock (threads) ---------------------------------------------------------
 
@@ -181,9 +183,19 @@ class ApprovalDesk:
             self._posts.pop(post, None)
             self._waiting.pop(post, None)
 
-    def _run(self, coroutine: Awaitable[T]) -> T:
-        future: Future[T] = asyncio.run_coroutine_threadsafe(_await(coroutine), self._loop)
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """`coroutine` run on the event loop, its result waited for here (a thread)."""
+        with self._submit:
+            if self._closing:  # the loop is being stopped: nothing new goes on it
+                coroutine.close()
+                raise MattermostError("gatewayd", None, "stopping")
+            future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         return future.result(POST_TIMEOUT_S)
+
+    def close(self) -> None:
+        """From now on nothing is handed to the event loop (it is about to stop)."""
+        with self._submit:
+            self._closing = True
 
     # --- chat events (the event loop) ------------------------------------------------------
 
@@ -226,10 +238,6 @@ class ApprovalDesk:
             await self.chat.create_post(self.owner.channel_id, text, root_id=root, props=UNSAFE)
         except MattermostError as exc:
             log.error("event=notice_not_posted post=%s %s", root, exc)
-
-
-async def _await(coroutine: Awaitable[T]) -> T:
-    return await coroutine
 
 
 def _judged_event(event: Posted | PostEdited | ReactionAdded) -> rules.Event:

@@ -97,7 +97,9 @@ class Chat:
             if started:
                 self.on_failure()
         finally:
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            if self.desk is not None:
+                self.desk.close()
+            _drain(self.loop)
             self.loop.close()
 
     async def _run(self) -> None:
@@ -145,6 +147,19 @@ class Chat:
         self._turns.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("event=turn_failed %s: %s", type(exc).__name__, exc)
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Run what was handed to `loop` to its end, cancelled, so nothing is left unawaited."""
+    for _ in range(3):
+        loop.run_until_complete(asyncio.sleep(0))  # callbacks handed over become tasks
+        tasks = asyncio.all_tasks(loop)
+        if not tasks:
+            break
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
 
 
 class Gatewayd:

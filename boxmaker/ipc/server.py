@@ -6,7 +6,11 @@ this module moves bytes and keeps time. The rules, per listening socket:
 
     1. Each accepted connection runs in a thread of its own, and at most `cap`
        connections of one socket are served at once (each socket its own cap, so a
-       full broker.sock never keeps the owner out of admin.sock).
+       full broker.sock never keeps the owner out of admin.sock). The threads are
+       a pool (`Workers`): one that finished a connection waits for the next for
+       IDLE_WORKER_S before it ends, so a busy socket starts no thread per
+       connection; idle or busy, the pool holds about as many threads as the
+       connections served at once, never many more.
     2. A connection over the cap is refused by the accept thread at once, without a
        thread and without waiting: if its request is already in the socket (as it
        is when the connection waited in the backlog, since a client sends on
@@ -64,6 +68,7 @@ REQUEST_TIMEOUT_S = 10.0
 LOG_EVERY_S = 5.0
 FIRST_BACKOFF_S = 0.01
 MAX_BACKOFF_S = 1.0
+IDLE_WORKER_S = 30.0
 FORBIDDEN_POINTER = Runbook.SOCKET_FORBIDDEN.pointer
 
 
@@ -264,6 +269,7 @@ def serve_forever(
 ) -> threading.Thread:
     """Accept connections on `listening` in a thread, by the rules above."""
     slots = threading.BoundedSemaphore(rules.cap)
+    workers = Workers(lambda conn: _run(handle, conn, slots), f"conn-{rules.name}")
     failures = Throttled()
     refusals = Throttled()
 
@@ -297,7 +303,7 @@ def serve_forever(
                 continue
             conn = Connection(sock, rules)
             try:
-                threading.Thread(target=_run, args=(handle, conn, slots), daemon=True).start()
+                workers.run(conn)
             except RuntimeError:  # no thread could be started
                 slots.release()
                 failures.warn("event=thread_failed socket=%s", rules.name)
@@ -306,6 +312,45 @@ def serve_forever(
     thread = threading.Thread(target=accept_loop, name=f"accept-{rules.name}", daemon=True)
     thread.start()
     return thread
+
+
+class Workers:
+    """Threads that each serve one connection at a time, kept for the next (rule 1).
+
+    `run` hands a connection to an idle worker, or starts one; a worker waits
+    IDLE_WORKER_S for its next connection, then ends. The caller's slots bound
+    how many connections (so threads) there are at once. RuntimeError when no
+    thread can be started.
+    """
+
+    def __init__(self, serve: Callable[[Connection], None], name: str) -> None:
+        self._serve = serve
+        self._name = name
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._work: queue.SimpleQueue[Connection] = queue.SimpleQueue()
+
+    def run(self, conn: Connection) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._work.put(conn)
+                return
+        threading.Thread(target=self._loop, args=(conn,), name=self._name, daemon=True).start()
+
+    def _loop(self, conn: Connection) -> None:
+        while True:
+            self._serve(conn)
+            with self._lock:
+                self._idle += 1
+            try:
+                conn = self._work.get(timeout=IDLE_WORKER_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._work.empty():  # nobody handed this worker a connection
+                        self._idle -= 1
+                        return
+                conn = self._work.get()  # one was handed over as the wait ran out
 
 
 def refuse(sock: socket.socket, rules: SocketRules) -> None:
