@@ -3,13 +3,16 @@ each `--config PATH`.
 
 `serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
 it and generate a few tokens, so a build or model that crashes is reported in
-one line instead of crashing loopd in a restart loop), then loads it in this
-process (the embedded default unless `[model] path` names another GGUF file),
-checks its chat format with a self-test and its marker list with another
-(`boxmaker.loopd.markers`, docs/markers.md), connects the tool port to brokerd
+one line instead of crashing loopd in a restart loop), unless a probe passed
+before on this same build, model and CPU (`boxmaker.loopd.probe_cache`); then
+loads it in this process (the embedded default unless `[model] path` names
+another GGUF file), checks its chat format with a self-test and its marker list
+with another (`boxmaker.loopd.markers`, docs/markers.md; its heavy part runs on
+a vocabulary loaded alone, in a thread, while the model loads), connects the tool port to brokerd
 and the memory port to memoryd (`[memory]`; new sessions are refused while
 memoryd is down, runbook.md#memory-unavailable), and serves loop.sock in the
-foreground until SIGTERM. `probe` runs the probe alone and prints what it found.
+foreground until SIGTERM. `probe` runs the probe alone (always) and prints what
+it found.
 `tags` prints the model's marker list (its vocabulary loaded alone). `demo
 --socket PATH --workspace PATH` serves a socket of its own with the scripted
 demo model (`boxmaker.loopd.demo`) in place of the real one, and no memory
@@ -26,6 +29,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -49,15 +53,20 @@ from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.markers import (
+    Marker,
     build_markers,
     check_markers,
     describe,
     format_markers,
     load_vocabulary,
+    marker_problems,
+    plain_user_defined,
+    unlisted,
 )
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
+from boxmaker.loopd.probe_cache import probe_key, record_path, remember, remembered
 from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
@@ -105,10 +114,40 @@ def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
     return problems
 
 
-def check_tags(model: LlamaModel, chat_format: ChatFormat) -> None:
+TagCheck = Future[tuple[tuple[Marker, ...], list[str]]]
+
+
+def start_tag_check(config: LoopdConfig) -> TagCheck:
+    """The heavy part of the marker self-test (`markers.marker_problems`: every marker
+    tokenized twice, about a second for Gemma's six thousand), on a vocabulary loaded
+    alone, in a thread: it runs while the model loads (llama.cpp lets go of the GIL)."""
+    path = model_path(config)
+
+    def work() -> tuple[tuple[Marker, ...], list[str]]:
+        vocabulary = load_vocabulary(path)
+        markers = build_markers(vocabulary)
+        plain = plain_user_defined(vocabulary, markers)
+        return markers, marker_problems(vocabulary, markers, plain)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tag-check")
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def check_tags(model: LlamaModel, chat_format: ChatFormat, started: TagCheck | None = None) -> None:
     """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
-    one line naming the first few problems, when it fails."""
-    problems = check_markers(model, model.markers, format_markers(chat_format), model.plain_tokens)
+    one line naming the first few problems, when it fails. With `started`, its heavy
+    part is the one `start_tag_check` ran, for the same markers as the model's."""
+    required = format_markers(chat_format)
+    if started is None:
+        problems = check_markers(model, model.markers, required, model.plain_tokens)
+    else:
+        markers, heavy = started.result()
+        problems = unlisted(model.markers, required) + heavy
+        if markers != model.markers:
+            problems.append("the vocabulary read alone lists other markers than the model's")
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise StartupError(
@@ -133,14 +172,30 @@ def model_path(config: LoopdConfig) -> Path:
     return path
 
 
-def probe(config: LoopdConfig, command: Sequence[str] | None = None) -> ProbeResult:
-    """The model probe in a child process; StartupError if the model crashed or said nothing."""
-    argv = (
-        command if command is not None else probe_command(model_path(config), config.model.threads)
+def probe(
+    config: LoopdConfig, command: Sequence[str] | None = None, *, again: bool = True
+) -> ProbeResult:
+    """The model probe in a child process; StartupError if the model crashed or said
+    nothing. With `again` false, a probe that passed before on this same build, model
+    and CPU (`loopd.probe_cache`) stands, and no child runs. `command` (tests)
+    replaces the child and is never remembered."""
+    path = model_path(config)
+    key = probe_key(path, config.model.threads) if command is None else None
+    if key is not None and not again:
+        passed = remembered(config.home, key)
+        if passed is not None:
+            log.info("event=model_probe_remembered %s", record_path(config.home))
+            return ProbeResult(passed[0], 0.0, None)
+    result = run_probe(
+        command if command is not None else probe_command(path, config.model.threads)
     )
-    result = run_probe(argv)
     if result.problem is not None:
         raise StartupError(result.problem)
+    if key is not None:
+        try:
+            remember(config.home, key, result.tokens, result.seconds)
+        except OSError as exc:  # the next start probes again: slower, never weaker
+            log.warning("event=probe_not_remembered %s", exc)
     return result
 
 
@@ -163,14 +218,15 @@ def load_model(config: LoopdConfig) -> LlamaModel:
 
 def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
-    probed = probe(config, probe_argv)
+    probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
+    tags = start_tag_check(config)  # while the model loads
     model = load_model(config)
     chat_format = choose_format(config, model)
     problems = self_test(model, chat_format)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
-    check_tags(model, chat_format)
+    check_tags(model, chat_format, tags)
     detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
     limits = TurnLimits(
         max_tool_calls=config.turn.max_tool_calls,

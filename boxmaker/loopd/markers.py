@@ -185,14 +185,29 @@ def check_markers(
     plain: Iterable[str] = (),
 ) -> list[str]:
     """The self-test's problems (none when it passes): see the module docstring."""
-    texts = [m.text for m in markers]
+    return unlisted(markers, required) + marker_problems(tokenizer, markers, plain)
+
+
+def unlisted(markers: Sequence[Marker], required: Iterable[str]) -> list[str]:
+    """The self-test's problems with the chat format's own markers: each must be listed."""
+    listed = {m.text for m in markers}
+    return [
+        f"the chat format's marker {text!r} is not in the marker list"
+        for text in dict.fromkeys(required)
+        if text not in listed
+    ]
+
+
+def marker_problems(
+    tokenizer: Tokenizer, markers: Sequence[Marker], plain: Iterable[str] = ()
+) -> list[str]:
+    """The self-test's problems with the markers themselves and the plain tokens (the
+    part that tokenizes every marker twice: `loopd serve` runs it on a vocabulary of
+    its own while the model loads)."""
+    texts = tuple(m.text for m in markers)  # one tuple: neutralise knows it by identity
     ids = {m.id for m in markers}
     problems: list[str] = []
-    listed = set(texts)
     stand_ins = ids.intersection(tokenizer.tokenize(LOOKALIKES, special=True))
-    for text in dict.fromkeys(required):
-        if text not in listed:
-            problems.append(f"the chat format's marker {text!r} is not in the marker list")
     for marker in markers:
         as_tag = tokenizer.tokenize(marker.text, special=True)
         if len(as_tag) != 1 or as_tag[0] not in ids:

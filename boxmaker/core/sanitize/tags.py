@@ -36,8 +36,9 @@ The rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from boxmaker.core.chat_format import FORMATS
 from boxmaker.core.sanitize.findings import Action, Finding, Neutralised
@@ -87,8 +88,35 @@ def _tag_pattern(tags: tuple[str, ...]) -> re.Pattern[str] | None:
     for tag in tags:
         if _BRACKETS.isdisjoint(tag):
             raise ValueError(f"tag {tag!r} has no angle bracket or square bracket to neutralise")
-    longest_first = sorted(set(tags), key=lambda tag: (-len(tag), tag))
-    return re.compile("|".join(map(re.escape, longest_first)))
+    return re.compile(trie_pattern(tags))
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """A regular expression matching any of `words`, the longest where several match
+    at one place: the words as a prefix tree, so a match costs the length of the
+    text, not the number of words (a model lists thousands of markers). Each
+    node's longer continuations are tried before it ends (a greedy optional
+    group), and backtracking falls back to a shorter word, as an alternation of
+    the words longest first would."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # the end of a word
+    return _node_pattern(root)
+
+
+def _node_pattern(node: dict[str, Any]) -> str:
+    branches = [
+        re.escape(char) + _node_pattern(child) for char, child in sorted(node.items()) if char
+    ]
+    if not branches:
+        return ""
+    inner = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if "" in node:  # a word ends here: going on is optional, and tried first
+        return inner + "?" if len(branches) == 1 and len(inner) == 1 else f"(?:{inner})?"
+    return inner
 
 
 def refused_tags(text: str) -> list[Finding]:
@@ -98,8 +126,26 @@ def refused_tags(text: str) -> list[Finding]:
     return [Finding(Action.REFUSE, REFUSED, m.start(), m.group()) for m in pattern.finditer(text)]
 
 
+_last: tuple[tuple[str, ...], re.Pattern[str] | None] | None = None
+
+
+def _pattern(tags: Sequence[str]) -> re.Pattern[str] | None:
+    """`_tag_pattern` of `tags`, remembering the last tuple by identity: loopd passes
+    the same tuple of thousands of markers for every text, and hashing and
+    comparing it for the cache would cost more than the match."""
+    global _last
+    last = _last
+    if last is not None and last[0] is tags:
+        return last[1]
+    frozen = tags if isinstance(tags, tuple) else tuple(tags)
+    pattern = _tag_pattern(frozen)
+    if frozen is tags:  # a tuple cannot change: safe to know it by identity
+        _last = (frozen, pattern)
+    return pattern
+
+
 def _disarm(text: str, tags: Sequence[str]) -> tuple[str, list[Finding]]:
-    pattern = _tag_pattern(tuple(tags))
+    pattern = _pattern(tags)
     findings: list[Finding] = []
     while pattern is not None:
         found = list(pattern.finditer(text))
