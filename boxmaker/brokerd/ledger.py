@@ -2,11 +2,13 @@
 
 I/O: through the writer (the audit log), the session store (state files) and
 the clock it is given. A thread holds the lock for exactly one of three steps,
-each as a whole, and never while a tool runs or an approval is awaited:
+each as a whole up to the write of its record, and never while a tool runs, an
+approval is awaited or a record is being synced:
 
-    decide     read the session's state, decide, write the Decision record
-    approval   read the state, re-decide (or not), write the Approval record
-    result     read the state, raise it, write the state file, write the Result record
+    decide     read the clock and the session's state, decide, stage the Decision record
+    approval   read the clock and the state, re-decide (or not), stage the Approval record
+    result     read the clock and the state, raise it, write the state file,
+               stage the Result record
 
 Without it, two results for one session could each read private and the second
 write would put the taint back down, and two records could take the same seq.
@@ -14,15 +16,25 @@ Each step reads the clock inside the lock, so records are written in the order
 of their times: a time read before the lock could lose the race for it to a
 later one, and `audit verify` would report the clock going backwards.
 
+Staging writes the record (`AuditSink.stage`); the step then lets go of the lock
+and waits for the record to be durable (`wait_durable`), so that the steps of
+other threads stage theirs meanwhile and one fsync makes the whole group durable
+(group commit, `audit_writer`). A step's answer (the outcome, the verdict, the
+response to send) is returned only after that wait: nothing is acted on before
+its record is durable. A step that staged after another sees what that one
+wrote (its state file, its place in the chain) before it is durable, but its own
+record comes later in the file, and a record is durable only once every record
+before it is: whatever it allows is allowed only once the other's is on disk too.
+
 A Decision record carries the arguments as received, unless they are over
 `argument_size.MAX_ARGUMENT_BYTES`: then it carries the fixed placeholder of
 `argument_size.recorded_arguments` (their length and sha256), and policy has
 denied the call `invalid_arguments`.
 
-After any failed audit write, or any exception part-way through a step, the
-ledger is poisoned: the writer's idea of the chain's head may be wrong, so every
-later call is denied with `audit_unavailable` until brokerd restarts (and the
-startup check puts the tail right).
+After any failed audit write or sync (a failed wait included), or any exception
+part-way through a step, the ledger is poisoned: the writer's idea of the chain's
+head may be wrong, so every later call is denied with `audit_unavailable` until
+brokerd restarts (and the startup check puts the tail right).
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from boxmaker.brokerd.audit_writer import Appended, Position
+from boxmaker.brokerd.audit_writer import Appended, Position, Ticket
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.argument_size import recorded_arguments
 from boxmaker.core.audit_records import (
@@ -66,6 +78,14 @@ class AuditSink(Protocol):
 
     def append(self, event: AuditEvent, now: str) -> Appended:
         """Write and sync one record. Raises on any failure, and for ever after."""
+        ...
+
+    def stage(self, event: AuditEvent, now: str) -> Ticket:
+        """Write one record, not yet synced. Raises on any failure, and for ever after."""
+        ...
+
+    def wait_durable(self, ticket: Ticket) -> None:
+        """Return once the staged record is synced; raise if it never will be."""
         ...
 
     def close(self) -> None: ...
@@ -100,9 +120,23 @@ class Ledger:
         return self._poisoned
 
     def close(self) -> None:
-        """Wait for the step in progress, then refuse every later one (clean stop)."""
+        """Wait for the step in progress to stage its record, then refuse every later one.
+
+        A clean stop: the writer's own close then syncs what was staged, so a step
+        still waiting for its record gets its answer.
+        """
         with self._lock:
             self._poisoned = True
+
+    def _durable(self, ticket: Ticket) -> None:
+        """Wait, outside the lock, for a staged record; a failure poisons the ledger."""
+        try:
+            self._writer.wait_durable(ticket)
+        except BaseException:
+            if not self._poisoned:  # once for a whole failed group, not once per caller
+                self._poisoned = True  # only ever set, never cleared: no lock needed
+                log.exception("event=audit_unavailable %s", Runbook.AUDIT_UNAVAILABLE.pointer)
+            raise
 
     @contextmanager
     def _step(self) -> Iterator[None]:
@@ -131,21 +165,24 @@ class Ledger:
                     log.error(
                         "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
                     )
-                    return self._record_decision(
+                    decided, ticket = self._stage_decision(
                         request, Denial(DenyReason.STATE_UNREADABLE), UNKNOWN_STATE, now
                     )
-                return self._record_decision(
-                    request, decide(request, grants, state, now), state, now
-                )
-        except Exception:  # poisoned by _step, which logged it
+                else:
+                    decided, ticket = self._stage_decision(
+                        request, decide(request, grants, state, now), state, now
+                    )
+            self._durable(ticket)
+            return decided
+        except Exception:  # poisoned by _step or _durable, which logged it
             log.error("event=denied reason=audit_unavailable %s", Runbook.AUDIT_UNAVAILABLE.pointer)
             return Decided(Denial(DenyReason.AUDIT_UNAVAILABLE), None, SessionState())
 
-    def _record_decision(
+    def _stage_decision(
         self, request: ToolRequest, outcome: Outcome, state: SessionState, now: str
-    ) -> Decided:
+    ) -> tuple[Decided, Ticket]:
         grant, digest = _grant_of(outcome)
-        record = self._writer.append(
+        ticket = self._writer.stage(
             DecisionEvent(
                 session=request.session,
                 call=request.call,
@@ -159,7 +196,7 @@ class Ledger:
             ),
             now,
         )
-        return Decided(outcome, record.seq, state)
+        return Decided(outcome, ticket.seq, state), ticket
 
     def answer(
         self,
@@ -192,7 +229,7 @@ class Ledger:
                 else:
                     verdict = _verdict(ask, answer, grants, state, now)
                 grant, digest = _grant_of(verdict)
-                self._writer.append(
+                ticket = self._writer.stage(
                     ApprovalEvent(
                         session=request.session,
                         call=request.call,
@@ -209,8 +246,9 @@ class Ledger:
                     ),
                     now,
                 )
-                return verdict
-        except Exception:  # poisoned by _step, which logged it
+            self._durable(ticket)
+            return verdict
+        except Exception:  # poisoned by _step or _durable, which logged it
             log.error("event=approval_unrecorded %s", Runbook.AUDIT_UNAVAILABLE.pointer)
             return Denial(DenyReason.AUDIT_UNAVAILABLE)
 
@@ -253,7 +291,7 @@ class Ledger:
                         untrusted=state.untrusted or untrusted,
                     )
                     self._states.write(request.session, after)
-                self._writer.append(
+                ticket = self._writer.stage(
                     ResultEvent(
                         session=request.session,
                         call=request.call,
@@ -270,8 +308,9 @@ class Ledger:
                     ),
                     now,
                 )
-                return response
-        except Exception:  # poisoned by _step (which logged it), or an unreadable state
+            self._durable(ticket)
+            return response
+        except Exception:  # poisoned by _step or _durable (which logged it), or an unreadable state
             log.error(
                 "event=result_unrecorded session=%s %s",
                 request.session,

@@ -2,7 +2,9 @@
 
 The caller lists the directory and reads files; `load_grant_dir` takes those two
 operations as functions, so brokerd and `bxctl grants check --dir` share every
-rule and differ only in where the bytes come from.
+rule and differ only in where the bytes come from. brokerd keeps each file's
+parse while the file is unchanged (`brokerd.grants_dir`) and builds the set with
+`assemble_grant_set`, the same assembly `load_grant_dir` uses.
 
 A file is invalid if any of these holds (the problem names the file and, where
 the TOML text shows one, the line):
@@ -80,6 +82,10 @@ class _GrantFile(BaseModel):
     constraints: _Constraints = _Constraints()
 
 
+# one file's grant, or None and every problem found in it
+CheckedFile = tuple[Grant | None, list[GrantProblem]]
+
+
 def load_grant_dir(
     list_names: Callable[[], Iterable[str]],
     read: Callable[[str], bytes],
@@ -92,6 +98,30 @@ def load_grant_dir(
     `directory`; an `OSError` from `read` is a problem of that file.
     """
     places = tuple(reserved)
+
+    def check(raw_name: str, name: str) -> CheckedFile:
+        try:
+            content = read(raw_name)
+        except OSError as exc:
+            return unreadable(name, exc)
+        return parse_grant_file(name, content, places)
+
+    return assemble_grant_set(list_names, check, directory)
+
+
+def assemble_grant_set(
+    list_names: Callable[[], Iterable[str]],
+    check: Callable[[str, str], CheckedFile],
+    directory: str,
+) -> GrantSet:
+    """The set of the `*.toml` files that `list_names` yields, in name order.
+
+    `check(raw_name, name)` gives each file's grant or problems (`name` is how a
+    problem shows it); `load_grant_dir` reads and parses every file, brokerd's
+    `GrantsDir` may answer from its cache. Everything about the set as a whole is
+    decided here, for both: which names count, their order, and that an `OSError`
+    from `list_names` makes the set invalid with one problem naming `directory`.
+    """
     try:
         names = sorted(n for n in list_names() if n.endswith(".toml"))
     except OSError as exc:
@@ -102,23 +132,19 @@ def load_grant_dir(
     for raw_name in names:
         # a name that is not UTF-8 is shown with backslash escapes, never mangled
         name = raw_name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        try:
-            content = read(raw_name)
-        except OSError as exc:
-            problems.append(
-                GrantProblem(file=name, problem=f"cannot be read: {exc.strerror or exc}")
-            )
-            continue
-        grant, found = parse_grant_file(name, content, places)
+        grant, found = check(raw_name, name)
         problems.extend(found)
         if grant is not None:
             grants.append(grant)
     return GrantSet(grants=tuple(grants), problems=tuple(problems))
 
 
-def parse_grant_file(
-    name: str, content: bytes, reserved: Iterable[Place] = ()
-) -> tuple[Grant | None, list[GrantProblem]]:
+def unreadable(name: str, exc: OSError) -> CheckedFile:
+    """The problem of a file that cannot be read (or examined) at all."""
+    return None, [GrantProblem(file=name, problem=f"cannot be read: {exc.strerror or exc}")]
+
+
+def parse_grant_file(name: str, content: bytes, reserved: Iterable[Place] = ()) -> CheckedFile:
     """The grant in file `name`, or None and every problem found in it."""
     problems: list[GrantProblem] = []
 

@@ -274,7 +274,6 @@ def serve_forever(
     refusals = Throttled()
 
     def accept_loop() -> None:
-        listening.settimeout(0.2)
         delay = FIRST_BACKOFF_S
         while not stopping.is_set():
             try:
@@ -309,6 +308,9 @@ def serve_forever(
                 failures.warn("event=thread_failed socket=%s", rules.name)
                 refuse(sock, rules)
 
+    # before the thread starts: a stop that closes the socket while the thread set
+    # its timeout would make that call fail in the thread (EBADF)
+    listening.settimeout(0.2)
     thread = threading.Thread(target=accept_loop, name=f"accept-{rules.name}", daemon=True)
     thread.start()
     return thread

@@ -66,7 +66,14 @@ from boxmaker.loopd.markers import (
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
-from boxmaker.loopd.probe_cache import probe_key, record_path, remember, remembered
+from boxmaker.loopd.probe_cache import (
+    TAGS_RECORD,
+    probe_key,
+    record_path,
+    remember,
+    remembered,
+    tags_key,
+)
 from boxmaker.loopd.serve import LoopServer
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
@@ -156,6 +163,14 @@ def check_tags(model: LlamaModel, chat_format: ChatFormat, started: TagCheck | N
     log.info("event=markers_checked markers=%d", len(model.markers))
 
 
+def check_required_tags(model: LlamaModel, chat_format: ChatFormat) -> None:
+    """The cheap part of the marker self-test, for a start whose heavy part is remembered
+    (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
+    problems = unlisted(model.markers, format_markers(chat_format))
+    if problems:
+        raise StartupError(f"marker self-test failed: {'; '.join(problems[:3])}; {TAGS_POINTER}")
+
+
 def print_tags(config: LoopdConfig) -> int:
     """`loopd tags`: the model's markers, one a line (id, text as data, why)."""
     markers = build_markers(load_vocabulary(model_path(config)))
@@ -220,13 +235,24 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
-    tags = start_tag_check(config)  # while the model loads
+    path = model_path(config)
+    tags_passed = tags_key(path)
+    remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
+    tags = None if remembered_tags else start_tag_check(config)  # while the model loads
     model = load_model(config)
     chat_format = choose_format(config, model)
     problems = self_test(model, chat_format)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
-    check_tags(model, chat_format, tags)
+    if tags is None:
+        log.info("event=markers_remembered %s", record_path(config.home, TAGS_RECORD))
+        check_required_tags(model, chat_format)
+    else:
+        check_tags(model, chat_format, tags)
+        try:
+            remember(config.home, tags_passed, len(model.markers), 0.0, TAGS_RECORD)
+        except OSError as exc:  # the next start checks again: slower, never weaker
+            log.warning("event=tags_not_remembered %s", exc)
     detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
     limits = TurnLimits(
         max_tool_calls=config.turn.max_tool_calls,

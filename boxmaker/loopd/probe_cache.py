@@ -1,4 +1,8 @@
-"""A passed model probe, remembered, so `loopd serve` does not load the model twice.
+"""Passed start-up checks, remembered: the model probe and the marker self-test.
+
+`loopd serve` need not load the model twice (the probe child), nor tokenize
+every marker twice (the marker self-test, about a second for Gemma), when the
+same check passed before on the same everything.
 
 I/O: stats of the files named below, /proc/cpuinfo, and the record file
 `<home>/loop/probe-passed.json`. The probe (`loopd.probe`) exists because a
@@ -12,9 +16,16 @@ SHA-256 over them):
     the CPU (/proc/cpuinfo's model name and flags)
     the thread count
 
-Rules: a record is written (atomically) only after a probe passed, by `loopd
-probe` (which `bxctl install` runs) and by `loopd serve`; `serve` skips its
-probe child when the record's key is this host's now. Any difference (a rebuilt
+The marker self-test's answer depends on the model file, the llama.cpp build
+(its tokenizer) and boxmaker's own code that lists and disarms markers, so its
+key (`tags_key`) is the model and the libraries as above, plus the bytes of
+those modules (`loopd/markers.py`, `core/sanitize/tags.py`, `core/chat_format.py`).
+Its record is `<home>/loop/tags-passed.json`.
+
+Rules: a record is written (atomically) only after its check passed: the probe
+by `loopd probe` (which `bxctl install` runs) and by `loopd serve`, the marker
+self-test by `loopd serve`; `serve` skips a check whose record's key is this
+host's now. Any difference (a rebuilt
 wheel, another model, the disk moved to another CPU) probes again; a record
 that cannot be read or parsed is no record. The record is only ever a reason
 to skip a check that passed before on the same everything, never to trust a
@@ -34,11 +45,29 @@ from boxmaker.core.layout import Home
 from boxmaker.ipc.files import write_atomic
 
 RECORD = "probe-passed.json"
+TAGS_RECORD = "tags-passed.json"
 VERSION = "probe-key-1"
+TAGS_VERSION = "tags-key-1"
+TAGS_CODE = ("boxmaker.loopd.markers", "boxmaker.core.sanitize.tags", "boxmaker.core.chat_format")
 
 
-def record_path(home: Path) -> Path:
-    return Home(home).loop_sessions.parent / RECORD
+def record_path(home: Path, record: str = RECORD) -> Path:
+    return Home(home).loop_sessions.parent / record
+
+
+def tags_key(model: Path) -> str:
+    """The key of a marker self-test of `model` with this build and this code."""
+    parts = [TAGS_VERSION, *(_stat_line(path) for path in _libraries())]
+    parts.append(_stat_line(Path(os.path.realpath(model))))
+    for module in TAGS_CODE:
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            spec = None
+        origin = spec.origin if spec is not None else None
+        data = Path(origin).read_bytes() if origin else b"missing"
+        parts.append(f"{module} {hashlib.sha256(data).hexdigest()}")
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def probe_key(model: Path, threads: int) -> str:
@@ -50,10 +79,10 @@ def probe_key(model: Path, threads: int) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def remembered(home: Path, key: str) -> tuple[int, float] | None:
-    """(tokens, seconds) of the passed probe recorded under `key`; None if none is."""
+def remembered(home: Path, key: str, record: str = RECORD) -> tuple[int, float] | None:
+    """(count, seconds) of the passed check recorded under `key`; None if none is."""
     try:
-        data = json.loads(record_path(home).read_bytes())
+        data = json.loads(record_path(home, record).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("key") != key:
@@ -64,9 +93,9 @@ def remembered(home: Path, key: str) -> tuple[int, float] | None:
     return tokens, float(seconds)
 
 
-def remember(home: Path, key: str, tokens: int, seconds: float) -> None:
-    """Record a passed probe under `key` (OSError if the record cannot be written)."""
-    path = record_path(home)
+def remember(home: Path, key: str, tokens: int, seconds: float, record: str = RECORD) -> None:
+    """Record a passed check under `key` (OSError if the record cannot be written)."""
+    path = record_path(home, record)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = {"key": key, "tokens": tokens, "seconds": round(seconds, 3)}
     write_atomic(path, json.dumps(data, sort_keys=True).encode() + b"\n")

@@ -8,7 +8,8 @@ role imports this module.
                                       operations behind `FailingFiles`, which fails
                                       on demand), a `RecordingRuntime`, a `Clock`,
                                       and a grants directory whose next load can run
-                                      a hook (`HookedGrantsDir`)
+                                      a hook (`HookedGrantsDir`); `restart` stops it
+                                      and starts another over the same home
     start_loopd / running_loopd       a `TurnLoop` over a given model (the scripted
                                       one, or the real one) and a `LoopServer` on the
                                       home's loop.sock, with a `BrokerPort` on a
@@ -178,6 +179,31 @@ class InProcessBrokerd:
     def records(self) -> list[AuditRecord]:
         return read_records(self.home)
 
+    def restart(self, between: Callable[[], None] | None = None) -> InProcessBrokerd:
+        """Stop this brokerd (its pending approvals are lost: their waiting threads find
+        no ledger to write to) and start another over the same home, grants, runtime
+        and clock, as `brokerd serve` started again would: the audit startup check
+        runs first. `between` runs while neither is running. The new one removes,
+        when it stops, what this one made."""
+        if not self._stopped:
+            self._stopped = True
+            self.daemon.stop()
+        if between is not None:
+            between()
+        again = start_brokerd(
+            self.home.parent,
+            home=self.home,
+            grants_dir=self.grants_dir,
+            ttl_ms=self.config.approvals.ttl_ms,
+            runtime=self.runtime,
+            clock=self.clock,
+            caps=self.daemon.caps,
+            memory=self.config.memory,
+            gateway=self.config.gateway,
+        )
+        again._made, self._made = self._made, []
+        return again
+
     def stop(self) -> None:
         if not self._stopped:
             self._stopped = True
@@ -189,6 +215,7 @@ class InProcessBrokerd:
 def start_brokerd(
     base: Path,
     *,
+    home: Path | None = None,
     grants_dir: Path | None = None,
     ttl_ms: int = 900_000,
     runtime: RecordingRuntime | None = None,
@@ -197,9 +224,12 @@ def start_brokerd(
     memory: MemorySection | None = None,
     gateway: GatewaySection | None = None,
 ) -> InProcessBrokerd:
-    """Start brokerd's sockets and threads in this process, with a home under `base`."""
-    home = make_home(base)
-    made = [] if home.parent == base else [home.parent]
+    """Start brokerd's sockets and threads in this process, with a new home under
+    `base`, or over `home` (one a brokerd used before) if given."""
+    made: list[Path] = []
+    if home is None:
+        home = make_home(base)
+        made = [] if home.parent == base else [home.parent]
     grants = grants_dir if grants_dir is not None else base / "grants"
     grants.mkdir(parents=True, exist_ok=True)
     config = BrokerdConfig(

@@ -108,3 +108,19 @@ def test_a_failed_probe_is_never_remembered(
     with pytest.raises(StartupError, match="crashed"):
         main.probe(config, again=False)
     assert not record_path(config.home).exists()
+
+
+def test_the_tags_key_follows_the_model_the_build_and_the_code(
+    config: LoopdConfig, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = model_of(config)
+    first = probe_cache.tags_key(model)
+    assert probe_cache.tags_key(model) == first
+    library.write_bytes(b"\x7fELF another tokenizer")
+    rebuilt = probe_cache.tags_key(model)
+    assert rebuilt != first
+    model.write_bytes(b"GGUF" + b"\3" * 70)
+    other_model = probe_cache.tags_key(model)
+    assert other_model != rebuilt
+    monkeypatch.setattr(probe_cache, "TAGS_CODE", ("boxmaker.loopd.markers", "no.such.module"))
+    assert probe_cache.tags_key(model) != other_model  # the code it runs is part of the key
