@@ -26,7 +26,8 @@ from boxmaker.sandbox.calls import (
     DEFAULT_CA_FILE,
     PROXY_INSIDE,
     SANDBOX_PYTHON,
-    TOOLKIT_SOURCE,
+    TOOLKIT_CODE,
+    TOOLKIT_PROGRAM,
     Limits,
     answer_limit,
     call_prefix,
@@ -106,7 +107,7 @@ def bwrap_argv(held: HeldSpec, egress_socket: Path | None, ca_file: Path) -> lis
         "-I",
         "-S",
         "-c",
-        TOOLKIT_SOURCE,
+        TOOLKIT_PROGRAM,  # the toolkit; its code object comes first on standard input
     ]
     return argv
 
@@ -187,7 +188,7 @@ class BwrapRuntime:
             return RunError(RunFailure.SANDBOX_FAILED)
         done = exchange(
             proc,
-            toolkit_request(spec, self._limits, held),
+            TOOLKIT_CODE + toolkit_request(spec, self._limits, held),
             self._limits.timeout_s,
             answer_limit(self._limits),
         )

@@ -1,16 +1,19 @@
 """What every runtime does around the sandbox itself: checks, the toolkit's request, its answer.
 
-I/O: none here; `boxmaker.sandbox.held` opens what a call mounts. This module
-is pure: building the toolkit's JSON request from a `RunSpec` and what was held
-for it (the device and inode each mount must have inside the sandbox), and
-turning the toolkit's output into a `RunOutput` or a fixed `RunError`, never
-into text the sandbox chose as an error.
+I/O: none here but reading the toolkit's source once; `boxmaker.sandbox.held`
+opens what a call mounts. This module is pure: the toolkit's program and its code
+compiled once (`TOOLKIT_PROGRAM`, `TOOLKIT_CODE`), building the toolkit's JSON
+request from a `RunSpec` and what was held for it (the device and inode each
+mount must have inside the sandbox), and turning the toolkit's output into a
+`RunOutput` or a fixed `RunError`, never into text the sandbox chose as an error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,36 @@ from boxmaker.sandbox.held import HeldSpec
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 TOOLKIT_SOURCE = (Path(__file__).with_name("toolkit.py")).read_text()
+# compiled once here: a call that compiled the source again would spend about 2 ms on it
+TOOLKIT_CODE = marshal.dumps(
+    compile(TOOLKIT_SOURCE, "<toolkit>", "exec", dont_inherit=True, optimize=0)
+)
+
+
+def toolkit_program(source: str, code_size: int, cache_tag: str) -> str:
+    """What `python3 -I -S -c` runs: the toolkit, compiled by brokerd when it can be.
+
+    The program reads `code_size` bytes of standard input first: the toolkit's
+    code object as `marshal` writes it (`TOOLKIT_CODE`; the runtime sends it
+    before the request). Bytecode is the same for every Python with one cache tag
+    (as `__pycache__` files are shared), so a sandbox Python with brokerd's tag
+    runs that code; any other compiles the source, which the program carries too.
+    """
+    return (
+        "import marshal, sys\n"
+        f"SOURCE = {source!r}\n"
+        f"CODE = sys.stdin.buffer.read({code_size})\n"
+        f"if sys.implementation.cache_tag == {cache_tag!r}:\n"
+        "    exec(marshal.loads(CODE))\n"
+        "else:\n"
+        '    exec(compile(SOURCE, "<toolkit>", "exec"))\n'
+    )
+
+
+TOOLKIT_PROGRAM = toolkit_program(
+    TOOLKIT_SOURCE, len(TOOLKIT_CODE), sys.implementation.cache_tag or "none"
+)
+
 SANDBOX_PYTHON = "/usr/bin/python3"
 PROXY_INSIDE = "/run/boxmaker/egress.sock"
 CA_INSIDE = "/run/boxmaker/ca.crt"

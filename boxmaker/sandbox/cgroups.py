@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 BASE = Path("/sys/fs/cgroup")
 PARENT = "boxmaker"
+KILL_POLL_FIRST_S = 0.0002  # kill_all's first pause; it doubles up to the next
+KILL_POLL_MAX_S = 0.005
 PREPARE_HINT = f"run scripts/prepare-sandbox-host as root; {Runbook.SANDBOX_UNAVAILABLE.pointer}"
 
 
@@ -65,8 +67,14 @@ class CallGroup:
         return False
 
     def kill_all(self, deadline_s: float = 5.0) -> None:
-        """SIGKILL every process still in the group, until none is left (or the deadline)."""
+        """SIGKILL every process still in the group, until none is left (or the deadline).
+
+        After a call, what is left is most often bubblewrap's last process still
+        tearing down the namespaces, gone within a millisecond or two: so the first
+        looks come quickly, and only later ones wait up to `KILL_POLL_MAX_S`.
+        """
         end = time.monotonic() + deadline_s
+        pause = KILL_POLL_FIRST_S
         while time.monotonic() < end:
             pids: set[int] = set()
             for directory in self.dirs:
@@ -81,7 +89,8 @@ class CallGroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     continue
-            time.sleep(0.005)  # killed processes leave the group once they are reaped
+            time.sleep(pause)  # killed processes leave the group once they are reaped
+            pause = min(pause * 2, KILL_POLL_MAX_S)
         log.error("event=cgroup_not_empty dirs=%s", self.dirs)
 
     def remove(self) -> None:

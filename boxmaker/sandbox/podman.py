@@ -109,7 +109,7 @@ ROOTFS_LINKS = (
 
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 _WRAPPER = """
-import io, json, sys
+import io, os, sys
 toolkit = {"__name__": "boxmaker_toolkit", "__builtins__": __builtins__}
 exec(compile(SOURCE, "<toolkit>", "exec"), toolkit)
 real, sys.stdout = sys.stdout, io.StringIO()
@@ -129,9 +129,11 @@ def oom_killed():
             continue
     return False
 if oom_killed():
-    answer = json.dumps({"ok": False, "failure": "OUT_OF_MEMORY"})
+    answer = toolkit["answer_text"]({"ok": False, "failure": "OUT_OF_MEMORY"})
 sys.stdout.write(answer)
 sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 # The container's program: the toolkit, then its own cgroup's OOM count (see above).
 PODMAN_PROGRAM = f"SOURCE = {TOOLKIT_SOURCE!r}\nOOM_FILES = {_OOM_FILES!r}\n{_WRAPPER}"

@@ -21,22 +21,29 @@ bubblewrap's `--die-with-parent` does for its sandbox.
 A failure is a code, never text: brokerd turns it into its own fixed sentence,
 so nothing a tool printed, read or received can pose as brokerd speaking. A
 shell command that exits non-zero is a result, with its exit status.
+
+Every call pays for this program's start (docs/performance.md, "Sandbox start"),
+so it imports at the top only what the interpreter has loaded already or what
+costs next to nothing (`codecs`, `os`, `stat`, `sys`; not `typing`). A tool
+imports what only it needs when it runs: `subprocess`, `http.client` or `ssl`
+would each cost more than a whole read_file. The request is read and the answer
+written with json's C half (`import json` compiles regular expressions, which
+takes as long as the interpreter's own start), the watcher is a bare `_thread`,
+a shell is started with `os.posix_spawn`, and the process ends with `os._exit`
+as soon as its answer is out.
 """
 
 from __future__ import annotations
 
 import codecs
-import http.client
-import json
 import os
-import socket
-import ssl
 import stat
-import subprocess
 import sys
-import threading
-import urllib.parse
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (the interpreter's start)
+if TYPE_CHECKING:
+    import ssl
+    from typing import Any
 
 MAX_REDIRECTS = 5
 FETCH_TIMEOUT_S = 30.0
@@ -48,6 +55,65 @@ class ToolError(Exception):
     def __init__(self, code: str) -> None:
         super().__init__(code)
         self.code = code
+
+
+class _JsonContext:
+    """What json's C scanner reads from a decoder: `json.loads`'s own defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    array_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return float(name)  # NaN, Infinity, -Infinity, as json.loads reads them
+
+
+def parse_request(line: bytes) -> Any:
+    """One line of JSON, read as `json.loads` reads it.
+
+    With json's C scanner when this Python has it: importing `json` compiles its
+    regular expressions, which costs about as much as starting the interpreter.
+    """
+    text = line.decode("utf-8")
+    try:
+        import _json
+    except ImportError:  # a Python built without json's accelerator
+        import json
+
+        return json.loads(text)
+    scan = _json.make_scanner(_JsonContext)  # type: ignore[arg-type]
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        value, end = scan(text, start)
+    except StopIteration as exc:
+        raise ValueError("the request is not JSON") from exc
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("the request line holds more than its JSON value")
+    return value
+
+
+def json_text(value: str) -> str:
+    """`value` as a JSON string, exactly as `json.dumps` writes it (ASCII only)."""
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:
+        import json
+
+        return json.dumps(value)
+    return encode_basestring_ascii(value)
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """The answer's JSON, as `json.dumps` writes it: a failure or a result."""
+    if answer["ok"] is not True:
+        return f'{{"ok": false, "failure": {json_text(answer["failure"])}}}'
+    content = json_text(answer["content"])
+    truncated = "true" if answer["truncated"] else "false"
+    return f'{{"ok": true, "content": {content}, "truncated": {truncated}}}'
 
 
 def cap_text(data: bytes, limit: int, *, strict: bool) -> tuple[str, bool]:
@@ -109,62 +175,100 @@ def write_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
 
 
 def shell(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+    """`/bin/sh -c command` in `cwd`, its output and exit status, as subprocess would run it.
+
+    Spawned with `os.posix_spawn` (importing `subprocess` costs more than a whole
+    read_file call): standard input from /dev/null, standard output and error into
+    one pipe, no other descriptor (as `close_fds`: the toolkit's own are
+    close-on-exec, and any it was handed is made so), and the signals Python
+    ignores (SIGPIPE, SIGXFSZ) back to their defaults.
+    """
+    import _signal  # type: ignore[import-not-found]  # the interpreter loaded it at start
+
     cwd = args.get("cwd") or "/tmp"  # noqa: S108 (the sandbox's own tmpfs)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            try:
+                os.set_inheritable(int(name), False)
+            except OSError:
+                continue  # the listing's own descriptor, closed by now
+    reader, writer = os.pipe()
     try:
-        proc = subprocess.Popen(
+        os.chdir(cwd)  # the toolkit's own: posix_spawn cannot change the child's
+        pid = os.posix_spawn(
+            "/bin/sh",
             ["/bin/sh", "-c", args["command"]],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, writer, 1),
+                (os.POSIX_SPAWN_DUP2, writer, 2),
+            ],
+            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
         )
     except OSError as exc:
+        os.close(reader)
         raise ToolError("SANDBOX_FAILED") from exc
-    assert proc.stdout is not None
+    finally:
+        os.close(writer)
     kept = bytearray()
-    while chunk := proc.stdout.read(65536):
-        if len(kept) <= limit:
-            kept += chunk[: limit + 1 - len(kept)]
-    status = proc.wait()
+    try:
+        while chunk := os.read(reader, 65536):
+            if len(kept) <= limit:
+                kept += chunk[: limit + 1 - len(kept)]
+    finally:
+        os.close(reader)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     text, truncated = cap_text(bytes(kept), limit, strict=False)
     return f"{text}\n[exit status {status}]", truncated
 
 
-class _ProxiedHTTPS(http.client.HTTPSConnection):
+def _socks_connect(proxy: str, host: str) -> Any:
+    """A Unix socket to the egress proxy, after a SOCKS5 CONNECT to `host`:443."""
+    import socket
+
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(FETCH_TIMEOUT_S)
+    try:
+        raw.connect(proxy)
+        name = host.encode("ascii")
+        raw.sendall(b"\x05\x01\x00")
+        if _recv_exact(raw, 2) != b"\x05\x00":
+            raise ToolError("FETCH_REFUSED")
+        raw.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + (443).to_bytes(2, "big"))
+        reply = _recv_exact(raw, 4)
+        if reply[1] != 0:
+            raise ToolError("FETCH_REFUSED")
+        skip = {1: 4, 4: 16}.get(reply[3])
+        if skip is None:
+            skip = _recv_exact(raw, 1)[0]
+        _recv_exact(raw, skip + 2)
+    except (OSError, IndexError) as exc:
+        raw.close()
+        raise ToolError("FETCH_REFUSED") from exc
+    except ToolError:
+        raw.close()
+        raise
+    return raw
+
+
+def _proxied_https(host: str, proxy: str, context: ssl.SSLContext) -> Any:
     """An HTTPS connection whose TCP leg is a SOCKS5 CONNECT over a Unix socket."""
+    import http.client
 
-    def __init__(self, host: str, proxy: str, context: ssl.SSLContext) -> None:
-        super().__init__(host, 443, timeout=FETCH_TIMEOUT_S, context=context)
-        self._proxy = proxy
-        self._context = context
+    class ProxiedHTTPS(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            raw = _socks_connect(proxy, self.host)
+            try:
+                self.sock = context.wrap_socket(raw, server_hostname=self.host)
+            except OSError as exc:
+                raw.close()
+                raise ToolError("FETCH_REFUSED") from exc
 
-    def connect(self) -> None:
-        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        raw.settimeout(FETCH_TIMEOUT_S)
-        try:
-            raw.connect(self._proxy)
-            name = self.host.encode("ascii")
-            raw.sendall(b"\x05\x01\x00")
-            if _recv_exact(raw, 2) != b"\x05\x00":
-                raise ToolError("FETCH_REFUSED")
-            raw.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + (443).to_bytes(2, "big"))
-            reply = _recv_exact(raw, 4)
-            if reply[1] != 0:
-                raise ToolError("FETCH_REFUSED")
-            skip = {1: 4, 4: 16}.get(reply[3])
-            if skip is None:
-                skip = _recv_exact(raw, 1)[0]
-            _recv_exact(raw, skip + 2)
-            self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
-        except (OSError, IndexError) as exc:
-            raw.close()
-            raise ToolError("FETCH_REFUSED") from exc
-        except ToolError:
-            raw.close()
-            raise
+    return ProxiedHTTPS(host, 443, timeout=FETCH_TIMEOUT_S, context=context)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: Any, n: int) -> bytes:
     data = b""
     while len(data) < n:
         chunk = sock.recv(n - len(data))
@@ -179,6 +283,10 @@ def http_fetch(
 ) -> tuple[str, bool]:
     if proxy is None:
         raise ToolError("FETCH_REFUSED")
+    import http.client
+    import ssl
+    import urllib.parse
+
     context = ssl.create_default_context(cafile=cafile)
     url = args["url"]
     for _ in range(MAX_REDIRECTS + 1):
@@ -188,7 +296,7 @@ def http_fetch(
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        conn = _ProxiedHTTPS(parts.hostname, proxy, context)
+        conn = _proxied_https(parts.hostname, proxy, context)
         try:
             conn.request(
                 "GET",
@@ -286,6 +394,8 @@ REQUESTER_GONE = 125  # the exit status when brokerd's end of standard input clo
 def watch_requester() -> None:
     """Exit the whole process as soon as standard input reaches its end."""
 
+    import _thread  # loaded already by the interpreter; `threading` costs a few ms
+
     def wait_for_end() -> None:
         # the descriptor, not sys.stdin: a thread blocked inside a buffered reader
         # holds its lock, and the interpreter cannot then shut down cleanly
@@ -293,12 +403,12 @@ def watch_requester() -> None:
             continue  # nothing more is ever sent; anything that is, is ignored
         os._exit(REQUESTER_GONE)
 
-    threading.Thread(target=wait_for_end, daemon=True).start()
+    _thread.start_new_thread(wait_for_end, ())  # a daemon: it never delays the exit
 
 
 def main() -> int:
     try:
-        request = json.loads(sys.stdin.buffer.readline())
+        request = parse_request(sys.stdin.buffer.readline())
         tool, args, limit = request["tool"], request["arguments"], int(request["output_bytes"])
         check_expected(request.get("expect") or [])
         walls = request.get("landlock")
@@ -325,10 +435,12 @@ def main() -> int:
         answer = {"ok": False, "failure": exc.code}
     except MemoryError:
         answer = {"ok": False, "failure": "OUT_OF_MEMORY"}
-    sys.stdout.write(json.dumps(answer))
+    sys.stdout.write(answer_text(answer))
     sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stderr.flush()
+    os._exit(status)  # the answer is out: the interpreter's own teardown only delays the call
