@@ -1,4 +1,4 @@
-"""One admin.sock connection: the owner's approvals, approve, refuse and check_grants.
+"""One admin.sock connection: the owner's approvals, approve, refuse, check_grants, checkpoint.
 
 I/O: the connection, the ledger (Approval records), the grants directory. The
 thread that takes an entry out of the pending table answers it: it writes the
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from boxmaker.brokerd.approvals import Pending, PendingTable, Verdict
+from boxmaker.brokerd.approvals import Mismatch, Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
 from boxmaker.core.audit_records import ApprovalAnswer
@@ -30,6 +30,7 @@ from boxmaker.core.messages import (
     Approvals,
     Approve,
     ApproveResult,
+    AuditCheckpoint,
     CheckGrants,
     Error,
     GrantsReport,
@@ -39,7 +40,7 @@ from boxmaker.core.messages import (
     Status,
     StatusReport,
 )
-from boxmaker.core.policy import Denial
+from boxmaker.core.policy import DIGEST_SHORT, Denial
 from boxmaker.core.runbook import Runbook
 from boxmaker.ipc.server import Connection
 
@@ -54,6 +55,7 @@ class AdminHandler:
     grants: GrantsDir
     table: PendingTable
     status: Callable[[], StatusReport]
+    checkpoint: Callable[[], Message]  # checkpoint_reply, or an error (Brokerd.checkpoint)
 
     def __call__(self, conn: Connection) -> None:
         envelope = conn.read_request()
@@ -73,7 +75,11 @@ class AdminHandler:
             return GrantsReport(problems=self.grants.load().problems)
         if isinstance(message, Status):
             return self.status()
+        if isinstance(message, AuditCheckpoint):
+            return self.checkpoint()
         if isinstance(message, Approve):
+            if message.digest is not None:
+                return self._approve_bound(message.approval, message.digest)
             verdict = self._settle(message.approval, ApprovalAnswer.APPROVED)
             if verdict is None:
                 return _no_such(message.approval)
@@ -100,6 +106,20 @@ class AdminHandler:
         if entry is None:
             return None
         return settle(entry, answer, self.ledger, self.grants, reason=reason, by=BY)
+
+    def _approve_bound(self, approval: int, digest: str) -> Message:
+        """Approve only if the approval's digest starts with `digest`; else it stays pending."""
+        entry = self.table.take_bound(approval, digest)
+        if entry is None:
+            return _no_such(approval)
+        if isinstance(entry, Mismatch):
+            return Error(
+                code=ErrorCode.DIGEST_MISMATCH,
+                message=f"approval {approval} has digest {entry.digest[:DIGEST_SHORT]}, not"
+                f" {digest}; it is still pending",
+            )
+        verdict = settle(entry, ApprovalAnswer.APPROVED, self.ledger, self.grants, by=BY)
+        return ApproveResult(outcome=verdict.record())
 
 
 def _no_such(approval: int) -> Error:

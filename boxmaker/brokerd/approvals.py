@@ -7,7 +7,10 @@ receives its verdict: a `Decision` to run, or a `Denial`.
 The one rule that settles every race: an entry is answered by whoever removes it
 from the table while holding the table's lock: approve, refuse (on admin.sock or
 in chat), the expiry thread, or the waiting thread when its requester has gone.
-Everyone else finds it gone (`take` returns None) and does nothing.
+Everyone else finds it gone (`take` returns None) and does nothing. An approve
+that names a digest (`bxctl approve N --digest D`) takes the entry only if its
+digest starts with D, under the same lock; otherwise the entry stays where it is
+(`take_bound` returns `Mismatch`) for the owner to look at again.
 
 Whoever answers also says how (`send`), or, for a requester gone, that nobody
 did (`abandon`); that `Settled` is what the chat post of the approval shows
@@ -87,6 +90,13 @@ class Pending:
             return None
 
 
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """`take` with a digest that is not the entry's: the entry stays in the table."""
+
+    digest: str  # the entry's whole digest
+
+
 class PendingTable:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -99,6 +109,14 @@ class PendingTable:
     def take(self, approval: int) -> Pending | None:
         """Remove and return the entry: the caller now answers it. None if gone."""
         with self._lock:
+            return self._entries.pop(approval, None)
+
+    def take_bound(self, approval: int, digest: str) -> Pending | Mismatch | None:
+        """As `take`, but only if the entry's digest starts with `digest`; else `Mismatch`."""
+        with self._lock:
+            entry = self._entries.get(approval)
+            if entry is not None and not entry.item.digest.startswith(digest):
+                return Mismatch(entry.item.digest)
             return self._entries.pop(approval, None)
 
     def take_expired(self, now: str) -> list[Pending]:

@@ -15,14 +15,25 @@ and the lines to print) or `Refused` (the lines and the exit status serve uses).
     4. No failure but a torn tail: end it with a newline if it has none, append its
        Recovery, say so with the audit-recovered pointer, and start.
     5. accept_break and no failure: "nothing to accept", status 2, writing nothing.
+
+Before anything is written (and after a plain start's chain failure), the log
+must not be below its checkpoint, `<home>/audit/checkpoint.json` (brokerd's
+last, `audit_checkpoint`): the checkpoint's seq must be a record of the log, and
+that record's line must hash to the checkpoint's head. If not (the log was cut
+or rewritten after the checkpoint), or checkpoint.json cannot be read, refuse
+with one line and the audit-below-checkpoint pointer, status 1, writing nothing:
+a new record would reuse a seq the owner may hold a checkpoint of. The record is
+found by the check's own verifier when it is in the files checked; in an older
+file (a plain start reads only the latest), it is found by its seq and hashed.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from boxmaker.brokerd.audit_checkpoint import checkpoint_path, read_checkpoint
 from boxmaker.brokerd.audit_writer import (
     AuditFiles,
     AuditLock,
@@ -40,6 +51,7 @@ from boxmaker.core.audit_records import (
 )
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
+from boxmaker.core.checkpoints import Checkpoint, problem
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.runbook import Runbook
 
@@ -48,6 +60,7 @@ NOTHING_TO_ACCEPT = "nothing to accept"
 
 EXIT_FAILED = 1
 EXIT_NOTHING_TO_ACCEPT = 2
+_BELOW = Runbook.AUDIT_BELOW_CHECKPOINT.pointer
 
 
 @dataclass(frozen=True)
@@ -112,12 +125,24 @@ def _check_and_open(
     audit_dir: Path, now: str, accept_break: bool, lock: AuditLock, files: AuditFiles | None
 ) -> Started | Refused:
     names = audit_files(audit_dir)
-    report = _long_check(audit_dir, names) if accept_break else _short_check(audit_dir, names)
+    try:
+        checkpoint = read_checkpoint(audit_dir)
+    except ValueError as exc:
+        return Refused(EXIT_FAILED, (f"audit: {checkpoint_path(audit_dir)}: {exc}", _BELOW))
+    watch = () if checkpoint is None else (checkpoint.seq,)
+    if accept_break:
+        report = _long_check(audit_dir, names, watch)
+    else:
+        report = _short_check(audit_dir, names, watch)
     latest = names[-1] if names else None
     failure = report.failure
+    if failure is not None and not accept_break:
+        return Refused(EXIT_FAILED, (failure.render(), Runbook.AUDIT_CHAIN_BROKEN.pointer))
+    if checkpoint is not None:
+        below = _below(audit_dir, names, report, checkpoint)
+        if below is not None:
+            return Refused(EXIT_FAILED, (below, _BELOW))
     if failure is not None:
-        if not accept_break:
-            return Refused(EXIT_FAILED, (failure.render(), Runbook.AUDIT_CHAIN_BROKEN.pointer))
         writer = AuditWriter(
             audit_dir, lock, Position(latest, failure.break_seq, failure.break_prev), files
         )
@@ -146,11 +171,51 @@ def _check_and_open(
     )
 
 
-def _long_check(audit_dir: Path, names: list[str]) -> ChainReport:
-    return verify_files(audit_dir, names, ChainVerifier())
+def _below(
+    audit_dir: Path, names: list[str], report: ChainReport, checkpoint: Checkpoint
+) -> str | None:
+    """The line a start below `checkpoint` refuses with; None if the log holds it."""
+    heads = dict(report.heads)
+    last_seq = report.last_seq
+    if checkpoint.seq not in heads and last_seq is not None and checkpoint.seq <= last_seq:
+        found = _hash_of_seq(audit_dir, names, checkpoint.seq)
+        if found is not None:
+            heads[checkpoint.seq] = found
+    wrong = problem(checkpoint, heads, last_seq)
+    if wrong is None:
+        return None
+    return (
+        f"audit: the log is below its checkpoint {checkpoint.seq} of {checkpoint.time}"
+        f" ({checkpoint_path(audit_dir)}): {wrong}"
+    )
 
 
-def _short_check(audit_dir: Path, names: list[str]) -> ChainReport:
+def _hash_of_seq(audit_dir: Path, names: list[str], seq: int) -> str | None:
+    """The hash of the last line with `seq` in the latest file that has one at or before it."""
+    for name in reversed(names):
+        lines = (audit_dir / name).read_bytes().split(b"\n")
+        found: str | None = None
+        first: int | None = None
+        for line in lines:
+            try:
+                record = decode_record(line)
+            except RecordError:
+                continue
+            first = record.seq if first is None else first
+            if record.seq == seq:
+                found = hashlib.sha256(line).hexdigest()
+        if found is not None or (first is not None and first <= seq):
+            return found
+    return None
+
+
+def _long_check(audit_dir: Path, names: list[str], watch: tuple[int, ...] = ()) -> ChainReport:
+    verifier = ChainVerifier()
+    verifier.watch(watch)
+    return verify_files(audit_dir, names, verifier)
+
+
+def _short_check(audit_dir: Path, names: list[str], watch: tuple[int, ...]) -> ChainReport:
     """The latest file, resumed from the last line before it; the whole log if that fails."""
     if not names:
         return ChainVerifier().finish()
@@ -165,6 +230,13 @@ def _short_check(audit_dir: Path, names: list[str]) -> ChainReport:
             record = decode_record(last)
         except RecordError:
             break
-        verifier = ChainVerifier.resume(record.seq + 1, hashlib.sha256(last).hexdigest())
-        return verify_files(audit_dir, names[-1:], verifier)
-    return _long_check(audit_dir, names)
+        last_hash = hashlib.sha256(last).hexdigest()
+        verifier = ChainVerifier.resume(record.seq + 1, last_hash)
+        verifier.watch(watch)
+        report = verify_files(audit_dir, names[-1:], verifier)
+        if record.seq in watch:  # the point resumed from is the checkpoint itself
+            heads = dict(report.heads)
+            heads.setdefault(record.seq, last_hash)
+            report = replace(report, heads=tuple(sorted(heads.items())))
+        return report
+    return _long_check(audit_dir, names, watch)

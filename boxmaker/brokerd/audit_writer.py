@@ -255,6 +255,20 @@ class AuditWriter:
         with self._mutex:
             self._await(ticket.position)
 
+    def durable_head(self) -> tuple[int, str] | None:
+        """The last record's seq and line hash, once it is durable; None if there is none.
+
+        For an audit checkpoint: what it names must survive a crash. Raises
+        AuditUnavailableError if the writer is broken.
+        """
+        with self._mutex:
+            self._check()
+            if self._next_seq == 0:
+                return None
+            head = (self._next_seq - 1, self._prev)
+            self._await(self._written)
+        return head
+
     def end_torn_line(self) -> None:
         """Write the newline a torn final line of the latest file lacks (startup only)."""
         with self._mutex:

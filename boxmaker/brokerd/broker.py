@@ -5,8 +5,10 @@ The order, for every request:
 
     1. read the grants afresh, decide, write the Decision record (ledger step one);
        a denial is answered now and nothing else is written;
-    2. ask: add the call to the pending table, send `pending_approval`, have it
-       posted in chat (`gateway_link`, when configured: its own thread), and wait
+    2. ask: add the call to the pending table (with the digest it is bound to,
+       `core.policy`, and the call that made the session untrusted, if it is),
+       send `pending_approval`, have it posted in chat (`gateway_link`, when
+       configured: its own thread), and wait
        for the verdict, checking every second that the requester is still there;
        if it has gone and this thread takes its own entry back, nothing is written
        (verify lists the decision as abandoned);
@@ -37,7 +39,6 @@ from boxmaker.brokerd.memory_link import NOT_CONFIGURED, MemoryLink
 from boxmaker.core.args import canonical_arguments
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.frame_fit import fit_result
-from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     DeniedResponse,
     FailedResponse,
@@ -46,7 +47,7 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.policy import Ask, Decision, Denial
+from boxmaker.core.policy import Ask, Decision, Denial, SessionState
 from boxmaker.core.timestamps import add_ms
 from boxmaker.ipc.server import Connection
 from boxmaker.sandbox.runner import Runtime, run
@@ -79,7 +80,7 @@ class BrokerHandler:
             return
         seq = decided.seq
         if isinstance(outcome, Ask):
-            verdict = self._wait_for_owner(conn, outcome, seq, decided.state.taint)
+            verdict = self._wait_for_owner(conn, outcome, seq, decided.state)
             if verdict is None:
                 return  # the requester went away while waiting: abandoned
             if isinstance(verdict, Denial):
@@ -102,7 +103,7 @@ class BrokerHandler:
         return self.memory.call(decision, self.ledger.labels(decision.request.session))
 
     def _wait_for_owner(
-        self, conn: Connection, ask: Ask, seq: int, taint: DataClass
+        self, conn: Connection, ask: Ask, seq: int, state: SessionState
     ) -> Verdict | None:
         now = self.clock()
         expires = add_ms(now, self.ttl_ms)
@@ -119,9 +120,11 @@ class BrokerHandler:
                 tool=request.tool,
                 arguments=canonical_arguments(ask.args),
                 grant=ask.grant.id,
-                taint=taint,
+                taint=state.taint,
                 created=now,
                 expires=expires,
+                digest=ask.digest,
+                untrusted_by=state.untrusted_by if state.untrusted else None,
             ),
         )
         self.table.add(entry)

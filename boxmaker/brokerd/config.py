@@ -8,6 +8,8 @@ socket path that is absent or empty means its default under `home`.
     [paths]      home, grants
     [sockets]    broker, admin, group_access
     [approvals]  ttl_ms
+    [audit]      checkpoint_every_s (a checkpoint of the audit log this often, kept in
+                 <home>/audit/checkpoint.json; 0 = only on request)
     [runner]     backend ("bwrap", the default; "podman"; "refusing"), timeout_ms, memory_mb,
                  pids, output_bytes (at most MAX_OUTPUT_BYTES), ca_file, rootfs (Podman's)
     [memory]     socket (memoryd's broker-memory socket; "" = the default under home,
@@ -63,6 +65,10 @@ class ApprovalsSection(Section):
     ttl_ms: int = Field(default=900_000, ge=1)
 
 
+class AuditSection(Section):
+    checkpoint_every_s: float = Field(default=300.0, ge=0)
+
+
 class RunnerSection(Section):
     backend: Literal["refusing", "bwrap", "podman"] = "bwrap"
     timeout_ms: int = Field(default=60_000, ge=1)
@@ -89,6 +95,7 @@ class BrokerdConfig(RoleSettingsBase):
     paths: PathsSection = PathsSection()
     sockets: SocketsSection = SocketsSection()
     approvals: ApprovalsSection = ApprovalsSection()
+    audit: AuditSection = AuditSection()
     runner: RunnerSection = RunnerSection()
     memory: MemorySection = MemorySection()
     gateway: GatewaySection = GatewaySection()

@@ -61,7 +61,7 @@ from boxmaker.core.decisions import DenyReason
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest, UntrustedBy
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide, redecide
 from boxmaker.core.runbook import Runbook
 
@@ -89,6 +89,10 @@ class AuditSink(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def durable_head(self) -> tuple[int, str] | None:
+        """The last record's seq and hash, once durable (audit checkpoints); None if none."""
+        ...
 
     @property
     def position(self) -> Position:
@@ -227,7 +231,7 @@ class Ledger:
                     )
                     state, verdict = UNKNOWN_STATE, Denial(DenyReason.STATE_UNREADABLE)
                 else:
-                    verdict = _verdict(ask, answer, grants, state, now)
+                    verdict = _verdict(ask, seq, answer, grants, state, now)
                 grant, digest = _grant_of(verdict)
                 ticket = self._writer.stage(
                     ApprovalEvent(
@@ -289,6 +293,7 @@ class Ledger:
                     after = SessionState(
                         taint=highest(state.taint, result_class),
                         untrusted=state.untrusted or untrusted,
+                        untrusted_by=_untrusted_by(state, request, untrusted),
                     )
                     self._states.write(request.session, after)
                 ticket = self._writer.stage(
@@ -321,6 +326,7 @@ class Ledger:
 
 def _verdict(
     ask: Ask,
+    seq: int,
     answer: ApprovalAnswer,
     grants: Callable[[], GrantSet],
     state: SessionState,
@@ -333,7 +339,19 @@ def _verdict(
     current = grants()
     if not current.valid:
         return Denial(DenyReason.GRANTS_INVALID)
-    return redecide(ask, current, state, now)
+    verdict = redecide(ask, current, state, now)
+    if isinstance(verdict, Denial) and verdict.reason is DenyReason.APPROVAL_STALE:
+        log.info("event=approval_stale approval=%d %s", seq, verdict.detail)
+    return verdict
+
+
+def _untrusted_by(state: SessionState, request: ToolRequest, untrusted: bool) -> UntrustedBy | None:
+    """Who made the session untrusted: kept from before, or this call if it is the first."""
+    if state.untrusted:
+        return state.untrusted_by
+    if untrusted:
+        return UntrustedBy(session=request.session, call=request.call, tool=request.tool)
+    return None
 
 
 def _grant_of(outcome: Outcome) -> tuple[str | None, str | None]:

@@ -7,13 +7,15 @@ I/O: everything brokerd touches, wired together here. The order at startup:
     1. the soft descriptor limit raised to the hard one (at most 65,536) and the
        connection caps sized to it (`descriptors`);
     2. the audit lock and the audit startup check (which may recover a torn tail
-       or, with --accept-break, accept a chain failure);
+       or, with --accept-break, accept a chain failure, and refuses a log below
+       its checkpoint);
     3. the socket directories (made if missing, modes set either way), stale
        socket files removed, bind, socket modes;
     4. one accept thread per socket (one thread per connection, up to each
        socket's cap; see `boxmaker.ipc.server`) and the expiry thread; with
        `[gateway] socket` not "none", the gateway link, which starts a thread
-       for each ask (`gateway_link`).
+       for each ask (`gateway_link`); with `[audit] checkpoint_every_s` not 0,
+       the checkpoint thread (`audit_checkpoint`).
 
 SIGTERM or SIGINT stops accepting, ends the gateway link's threads (waiting at
 most GATEWAY_JOIN_S), lets the ledger step in progress finish, and removes the
@@ -31,6 +33,11 @@ from datetime import UTC, datetime
 from boxmaker import __version__
 from boxmaker.brokerd.admin import AdminHandler, expire_loop
 from boxmaker.brokerd.approvals import PendingTable
+from boxmaker.brokerd.audit_checkpoint import (
+    Checkpointer,
+    CheckpointUnavailableError,
+    checkpoint_loop,
+)
 from boxmaker.brokerd.audit_startup import Refused, start_audit
 from boxmaker.brokerd.broker import BrokerHandler
 from boxmaker.brokerd.config import BrokerdConfig
@@ -46,9 +53,9 @@ from boxmaker.brokerd.ledger import AuditSink, Ledger
 from boxmaker.brokerd.memory_link import MemoryLink
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.errors import StartupError
+from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.layout import Home, link_modes
-from boxmaker.core.messages import StatusReport
+from boxmaker.core.messages import CheckpointReply, Error, Message, StatusReport
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.role import block_stop_signals, wait_for_stop
@@ -60,7 +67,7 @@ log = logging.getLogger(__name__)
 
 BUSY_POINTER = Runbook.BROKER_BUSY.pointer
 BROKER_ACCEPTS = ("tool_request",)
-ADMIN_ACCEPTS = ("approvals", "check_grants", "status", "approve", "refuse")
+ADMIN_ACCEPTS = ("approvals", "check_grants", "status", "approve", "refuse", "checkpoint")
 GATEWAY_JOIN_S = 2.0
 
 
@@ -100,6 +107,7 @@ class Brokerd:
         self._runtime = runtime
         self._sockets: list[socket.socket] = []
         self._started = clock()
+        self.checkpointer = Checkpointer(Home(config.home).audit, writer.durable_head, clock)
 
     def start(self) -> None:
         modes = link_modes(self.config.sockets.group_access)
@@ -117,7 +125,7 @@ class Brokerd:
             self._memory_link(),
             self._gateway_link(),
         )
-        admin = AdminHandler(self.ledger, self.grants, self.table, self.status)
+        admin = AdminHandler(self.ledger, self.grants, self.table, self.status, self.checkpoint)
         broker_rules = SocketRules(
             "broker.sock", "brokerd", BROKER_ACCEPTS, self.caps.broker, BUSY_POINTER
         )
@@ -132,6 +140,14 @@ class Brokerd:
             name="expiry",
             daemon=True,
         ).start()
+        every_s = self.config.audit.checkpoint_every_s
+        if every_s > 0:
+            threading.Thread(
+                target=checkpoint_loop,
+                args=(self.checkpointer, every_s, self.stopping),
+                name="checkpoint",
+                daemon=True,
+            ).start()
         self.grants.load()  # report an invalid grant set now, not only at the first call
 
     def _memory_link(self) -> MemoryLink | None:
@@ -163,6 +179,15 @@ class Brokerd:
             started=self._started,
             detail=f"{audit}; {pending} approvals pending; runner {self.config.runner.backend}",
         )
+
+    def checkpoint(self) -> Message:
+        """What `checkpoint` on admin.sock answers: a checkpoint taken now, or why not."""
+        try:
+            taken = self.checkpointer.take()
+        except CheckpointUnavailableError as exc:
+            return Error(code=ErrorCode.UNAVAILABLE, message=f"no checkpoint: {exc}")
+        assert taken.time is not None
+        return CheckpointReply(seq=taken.seq, head=taken.head, time=taken.time)
 
     def stop(self) -> None:
         """Stop accepting, let the ledger step in progress finish, remove the sockets."""

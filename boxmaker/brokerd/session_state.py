@@ -6,6 +6,13 @@ private and trusted. A file that cannot be read or parsed, or that says `public`
 (a session is never below private, so brokerd did not write it), raises
 `StateUnreadableError`: every call of that session is then denied with
 `state_unreadable`. Only valid identifiers reach the file system.
+
+    {"taint": "private", "untrusted": true,
+     "untrusted_by": {"session": ..., "call": ..., "tool": ...}}
+
+`untrusted_by` (the call whose result first made the session untrusted) is
+written only once the session is untrusted; a file without it (written before
+it was kept) reads as untrusted by an unknown call.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from boxmaker.core.decisions import Strict
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
+from boxmaker.core.messages import UntrustedBy
 from boxmaker.core.policy import SessionState
 from boxmaker.ipc.files import write_atomic
 
@@ -30,6 +38,7 @@ class StateUnreadableError(Exception):
 class _StateFile(Strict):
     taint: DataClass
     untrusted: bool
+    untrusted_by: UntrustedBy | None = None
 
 
 class SessionStore:
@@ -57,11 +66,15 @@ class SessionStore:
             raise StateUnreadableError(f"{path}: not a session state file") from exc
         if state.taint is DataClass.PUBLIC:
             raise StateUnreadableError(f"{path}: says public, which brokerd never writes")
-        return SessionState(taint=state.taint, untrusted=state.untrusted)
+        by = state.untrusted_by if state.untrusted else None
+        return SessionState(taint=state.taint, untrusted=state.untrusted, untrusted_by=by)
 
     def write(self, session: str, state: SessionState) -> None:
         """Replace the session's state atomically and durably; OSError on failure."""
         path = self._path(session)
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        body = orjson.dumps({"taint": state.taint.value, "untrusted": state.untrusted})
+        fields: dict[str, object] = {"taint": state.taint.value, "untrusted": state.untrusted}
+        if state.untrusted and state.untrusted_by is not None:
+            fields["untrusted_by"] = state.untrusted_by.model_dump(mode="json")
+        body = orjson.dumps(fields)
         write_atomic(path, body)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, out
 from boxmaker.bxctl.client import default_admin_socket, request
-from boxmaker.core.decisions import DeniedRecord
+from boxmaker.bxctl.stats_cmd import add_stats_options
+from boxmaker.core.decisions import DeniedRecord, DenyReason
 from boxmaker.core.escape import escape_arguments
 from boxmaker.core.messages import (
     ApprovalList,
@@ -29,7 +31,9 @@ from boxmaker.core.messages import (
     Ok,
     PendingApproval,
     Refuse,
+    UntrustedBy,
 )
+from boxmaker.core.policy import DIGEST_SHORT
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
 
 SESSION_WIDTH = 16
@@ -38,10 +42,15 @@ SESSION_WIDTH = 16
 def add_parser(commands: Any) -> None:
     listing: Parser = commands.add_parser("approvals", help="list the calls waiting for approval")
     _admin_socket_option(listing)
-    listing.set_defaults(handler=cmd_approvals)
+    add_stats_options(listing, cmd_approvals)  # --stats: bxctl/stats_cmd.py
 
     approve: Parser = commands.add_parser("approve", help="approve a waiting call")
     approve.add_argument("approval", type=_approval_id, help="the approval id")
+    approve.add_argument(
+        "--digest",
+        type=_digest,
+        help="approve only if the approval's digest starts with this (12 to 64 hex, as listed)",
+    )
     _admin_socket_option(approve)
     approve.set_defaults(handler=cmd_approve)
 
@@ -65,6 +74,14 @@ def _approval_id(text: str) -> int:
     if not text.isdigit() or not text.isascii() or int(text) >= 2**64:
         raise argparse.ArgumentTypeError(f"{text!r} is not an approval id (a number)")
     return int(text)
+
+
+def _digest(text: str) -> str:
+    if re.fullmatch(r"[0-9a-f]{12,64}", text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a digest (12 to 64 lowercase hex characters, as listed)"
+        )
+    return text
 
 
 def _ask(admin_socket: Path, message: Message) -> Message:
@@ -99,15 +116,28 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 
 def block(item: PendingApproval, now: str) -> list[str]:
-    """The two lines that show one waiting call, as approvals and chat print them."""
+    """The lines that show one waiting call, as approvals and chat print them.
+
+    Two lines, and a third when the session is untrusted, naming the call whose
+    result made it so. The digest is shown short (`bxctl approve N --digest D`).
+    """
     session = item.session
     if len(session) > SESSION_WIDTH:
         session = session[:SESSION_WIDTH] + "…"
     head = (
         f"{item.approval}  {_ago(item.created, now)}  expires {_until(item.expires, now)}"
         f"  session {session}  grant {item.grant}  taint {item.taint}"
+        f"  digest {item.digest[:DIGEST_SHORT]}"
     )
-    return [head, f"    {escape_arguments(item.tool)} {escape_arguments(item.arguments)}"]
+    lines = [head, f"    {escape_arguments(item.tool)} {escape_arguments(item.arguments)}"]
+    if item.untrusted_by is not None:
+        lines.append(f"    {untrusted_since(item.untrusted_by)}")
+    return lines
+
+
+def untrusted_since(by: UntrustedBy) -> str:
+    """One line: which call made the session untrusted (for approvals and the chat post)."""
+    return f"untrusted since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
 
 
 def write_block(stream: TextIO, item: PendingApproval, now: str) -> None:
@@ -145,15 +175,25 @@ def _no_such(approval: int, stream: TextIO | None) -> int:
     return EXIT_PROBLEM
 
 
-def approve(admin_socket: Path, approval: int, stream: TextIO | None = None) -> int:
-    """Approve `approval` at brokerd's `admin_socket`; its line goes to `stream` (or stdout)."""
-    answer = _ask(admin_socket, Approve(approval=approval))
+def approve(
+    admin_socket: Path, approval: int, stream: TextIO | None = None, digest: str | None = None
+) -> int:
+    """Approve `approval` at brokerd's `admin_socket`; its line goes to `stream` (or stdout).
+
+    With `digest`, brokerd approves only if the approval's digest starts with it;
+    otherwise it answers `digest_mismatch`, which `client.request` makes one line
+    on stderr and exit 1, and the approval stays pending.
+    """
+    answer = _ask(admin_socket, Approve(approval=approval, digest=digest))
     if isinstance(answer, Error):
         return _no_such(approval, stream)
     if not isinstance(answer, ApproveResult):
         raise CliError(f"brokerd answered {answer.kind} to approve")
     if isinstance(answer.outcome, DeniedRecord):
-        _say(stream, f"approved {approval}: denied ({answer.outcome.reason})")
+        line = f"approved {approval}: denied ({answer.outcome.reason})"
+        if answer.outcome.reason is DenyReason.APPROVAL_STALE:
+            line += ": its grant or the session's taint changed since it was asked"
+        _say(stream, line)
         return EXIT_PROBLEM
     _say(stream, f"approved {approval}: runs")
     return EXIT_OK
@@ -173,7 +213,7 @@ def refuse(
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    return approve(args.admin_socket or default_admin_socket(), args.approval)
+    return approve(args.admin_socket or default_admin_socket(), args.approval, digest=args.digest)
 
 
 def cmd_refuse(args: argparse.Namespace) -> int:

@@ -14,6 +14,17 @@ next brokerd start recovers it. The lines it prints (README.md, "The audit log")
 
 exit 0; or, on stdout, `<file>:<line>: <what>` and, on stderr,
 `see runbook.md#audit-chain-broken`, exit 1.
+
+Checkpoints (core.checkpoints; docs/audit-checkpoints.md): `--expect-head SEQ:HASH`
+(repeatable) and `--checkpoints FILE` (repeatable; `--public-key PUBFILE` checks
+every line's signature too) name records the log must hold. The verifier watches
+their seqs, so the check costs nothing more than the plain pass. When the chain
+holds but a checkpoint does not (or a line of FILE is not a checkpoint, or its
+signature is missing or bad), it prints one `<where>: <what>` line per problem,
+where is `FILE:LINE` or `--expect-head N` (the Nth), then
+`see runbook.md#audit-below-checkpoint` on stderr, and exits 1. When all hold it
+adds `audit: checkpoints hold: <n>, the latest at seq <seq>` to the report.
+`bxctl audit checkpoint` and `bxctl audit keygen` are in audit_checkpoint_cmd.
 """
 
 from __future__ import annotations
@@ -24,10 +35,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
+from boxmaker.bxctl import audit_checkpoint_cmd
+from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, Parser, err, out
 from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
+from boxmaker.core.checkpoints import Checkpoint, CheckpointLine, parse_head, parse_line, problem
 from boxmaker.core.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
 
@@ -43,20 +56,44 @@ def add_parser(commands: Any) -> None:
         default=None,
         help="boxmaker's home (default: $BOXMAKER_HOME, else /var/lib/boxmaker)",
     )
+    verify.add_argument(
+        "--expect-head",
+        action="append",
+        default=[],
+        metavar="SEQ:HASH",
+        help="fail unless the record with this seq hashes to this (repeatable)",
+    )
+    verify.add_argument(
+        "--checkpoints",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="fail unless the log holds every checkpoint in FILE (repeatable)",
+    )
+    verify.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="PUBFILE",
+        help="with --checkpoints: fail unless every line is signed by this key",
+    )
     verify.set_defaults(handler=cmd_verify)
+    audit_checkpoint_cmd.add_parsers(sub)
 
 
 _BLOCK = 8 << 20  # read in blocks of 8 MiB: a log of any size verifies in bounded memory
 
 
-def verify_home(home: Path) -> ChainReport:
-    """The report on every file of `<home>/audit/`; CliError if it cannot be read."""
+def verify_home(home: Path, watch: tuple[int, ...] = ()) -> ChainReport:
+    """The report on every file of `<home>/audit/`, watching the seqs of `watch`
+    (ChainVerifier.watch); CliError if it cannot be read."""
     audit_dir = Home(home).audit
     try:
         names = sorted(n for n in os.listdir(audit_dir) if is_audit_file_name(n))
     except OSError as exc:
         raise CliError(f"cannot read the audit log in {audit_dir}: {exc.strerror or exc}") from exc
     verifier = ChainVerifier()
+    verifier.watch(watch)
     for name in names:
         path = audit_dir / name
         try:
@@ -97,16 +134,71 @@ def report_lines(report: ChainReport) -> list[str]:
     return lines
 
 
+def expected_checkpoints(
+    heads: list[str], files: list[Path], public_key: Path | None
+) -> tuple[list[tuple[str, Checkpoint]], list[str]]:
+    """The checkpoints named, each with where it was named; and the problems found
+    before the log is read (a line that is not a checkpoint, a missing or bad seal)."""
+    if public_key is not None and not files:
+        raise CliError("--public-key checks the lines of --checkpoints FILE: name one", EXIT_USAGE)
+    named: list[tuple[str, Checkpoint]] = []
+    problems: list[str] = []
+    for number, text in enumerate(heads, 1):
+        try:
+            named.append((f"--expect-head {number}", parse_head(text)))
+        except ValueError as exc:
+            raise CliError(f"--expect-head: {exc}", EXIT_USAGE) from exc
+    lines: list[tuple[str, CheckpointLine]] = []
+    for path in files:
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+        for number, raw in enumerate(text.splitlines(), 1):
+            try:
+                parsed = parse_line(raw)
+            except ValueError as exc:
+                problems.append(f"{path}:{number}: {exc}")
+                continue
+            if parsed is not None:
+                lines.append((f"{path}:{number}", parsed))
+    if public_key is not None:
+        # cryptography: imported only when a signature is checked
+        from boxmaker.bxctl.seal import load_public, seal_problem
+
+        key = load_public(public_key)
+        for where, parsed in lines:
+            wrong = seal_problem(key, parsed)
+            if wrong is not None:
+                problems.append(f"{where}: {wrong}")
+    named += [(where, parsed.checkpoint) for where, parsed in lines]
+    return named, problems
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     home: Path = args.home or home_from(os.environ)
+    named, problems = expected_checkpoints(args.expect_head, args.checkpoints, args.public_key)
     # The verifier makes many short-lived objects and no reference cycles: the
     # cycle collector would only add pauses (about a tenth of the time on a big log).
     gc.disable()
-    report = verify_home(home)
+    report = verify_home(home, tuple(checkpoint.seq for _, checkpoint in named))
     if report.failure is not None:
         out(report.failure.render())
         err(Runbook.AUDIT_CHAIN_BROKEN.pointer)
         return EXIT_PROBLEM
+    heads = report.head_of()
+    for where, checkpoint in named:
+        wrong = problem(checkpoint, heads, report.last_seq)
+        if wrong is not None:
+            problems.append(f"{where}: {wrong}")
+    if problems:
+        for line in problems:
+            out(line)
+        err(Runbook.AUDIT_BELOW_CHECKPOINT.pointer)
+        return EXIT_PROBLEM
     for line in report_lines(report):
         out(line)
+    if named:
+        latest = max(checkpoint.seq for _, checkpoint in named)
+        out(f"audit: checkpoints hold: {len(named)}, the latest at seq {latest}")
     return EXIT_OK

@@ -217,6 +217,8 @@ def _pointer(reason: DenyReason) -> str | None:
             | DenyReason.APPROVAL_REFUSED
             | DenyReason.APPROVAL_EXPIRED
             | DenyReason.INVALID_ARGUMENTS
+            | DenyReason.APPROVAL_STALE
+            | DenyReason.UNTRUSTED_SESSION
         ):
             return None
 

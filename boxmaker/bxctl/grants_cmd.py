@@ -17,13 +17,15 @@ from typing import Any
 import orjson
 
 import boxmaker
+from boxmaker.bxctl import suggest_cmd
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
 from boxmaker.bxctl.client import default_admin_socket, home_dir, request
+from boxmaker.core.decisions import DenyReason
 from boxmaker.core.grant_loading import load_grant_dir
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import CheckGrants, GrantsReport, ToolRequest
-from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
+from boxmaker.core.policy import UNTRUSTED, Ask, Decision, Denial, SessionState, decide
 from boxmaker.core.reserved import install_places, reserved_places
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
@@ -66,6 +68,8 @@ def add_parser(commands: Any) -> None:
     )
     explain.add_argument("--json", action="store_true", help="print one JSON object")
     explain.set_defaults(handler=cmd_explain)
+
+    suggest_cmd.add_parser(sub)  # grants suggest: bxctl/suggest_cmd.py
 
 
 def read_grant_dir(directory: Path) -> GrantSet:
@@ -140,14 +144,14 @@ def explanation(outcome: Decision | Ask | Denial) -> dict[str, Any]:
     """The `--json` object: outcome as on the wire, grant, matched, result label."""
     if isinstance(outcome, Denial):
         return {
-            "outcome": outcome.record().model_dump(mode="json"),
+            "outcome": outcome.record().model_dump(mode="json", exclude_none=True),
             "grant": outcome.grant,
             "matched": None,
             "result_class": None,
             "untrusted": None,
         }
     return {
-        "outcome": outcome.record().model_dump(mode="json"),
+        "outcome": outcome.record().model_dump(mode="json", exclude_none=True),
         "grant": outcome.grant.id,
         "matched": outcome.matched,
         "result_class": outcome.result_class.value,
@@ -161,12 +165,16 @@ def describe(outcome: Decision | Ask | Denial) -> list[str]:
         line = f"denied: {outcome.reason}"
         if outcome.grant is not None:
             line += f" by grant {outcome.grant}"
+        if outcome.reason is DenyReason.UNTRUSTED_SESSION:
+            line += " (the session is untrusted: when_untrusted = deny)"
         if outcome.detail is not None:
             line += f": {outcome.detail}"
         return [line]
     head = "allowed" if isinstance(outcome, Decision) else "ask the owner"
     trust = "untrusted" if outcome.untrusted else "trusted"
     lines = [f"{head}: grant {outcome.grant.id}"]
+    if outcome.why == UNTRUSTED:
+        lines[0] += f" (the session is untrusted: when_untrusted = {outcome.grant.untrusted_mode})"
     if outcome.matched is not None:
         lines.append(f"  matched {outcome.matched}")
     lines.append(f"  result labelled {outcome.result_class}, {trust}")

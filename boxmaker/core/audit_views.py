@@ -53,6 +53,8 @@ Reason = Literal[
     "grants_invalid",
     "audit_unavailable",
     "state_unreadable",
+    "approval_stale",
+    "untrusted_session",
 ]
 
 
@@ -65,7 +67,7 @@ class AllowedView(_Strict, frozen=True, tag_field="outcome", tag="allowed"):
 
 
 class AskView(_Strict, frozen=True, tag_field="outcome", tag="ask"):
-    pass
+    why: Literal["untrusted"] | None = None
 
 
 class DeniedView(_Strict, frozen=True, tag_field="outcome", tag="denied"):

@@ -35,6 +35,8 @@ bytes without its newline):
         had plus the number of lines from the failure up to it. Such a break closes
         the region and becomes the head: one break covers every failure before it.
     Clock warning: a record whose time is earlier than the record before it.
+    Watched seqs (`watch`, for audit checkpoints): the hash of each record that
+        verifies with one of them is reported in `heads`.
     A Decision that asks, with no Approval after it, is `abandoned`; a call
         allowed (at once or by an Approval) with no Result after it is
         `unfinished`. A Recovery or AcceptedBreak means a new brokerd: what was
@@ -126,6 +128,8 @@ class ChainVerifier:
         self._abandoned: list[int] = []
         self._unfinished: list[int] = []
         self._vouch = Vouch()
+        self._watched: frozenset[int] = frozenset()
+        self._heads: dict[int, str] = {}
 
     @classmethod
     def resume(cls, next_seq: int, prev: str) -> ChainVerifier:
@@ -139,6 +143,10 @@ class ChainVerifier:
         verifier._head = prev
         verifier._resumed = True
         return verifier
+
+    def watch(self, seqs: Iterable[int]) -> None:
+        """Report in `heads` the hash of the record that verifies with each of `seqs`."""
+        self._watched = self._watched.union(seqs)
 
     # --- input ------------------------------------------------------------------
 
@@ -256,6 +264,11 @@ class ChainVerifier:
         self._index += count
         accepted = count - 1  # the last line is held
         self._records += accepted
+        if self._watched:
+            first = seqs[0]
+            for seq in self._watched:
+                if first <= seq < first + accepted:
+                    self._heads[seq] = digests[seq - first]
         self._prev = self._last_good = self._head = digests[-2]
         self._next_seq = seqs[-2] + 1
         self._note_times(times[:accepted], first_line)
@@ -389,6 +402,8 @@ class ChainVerifier:
         self._head = digest
         seq = view.seq
         self._next_seq = seq + 1
+        if seq in self._watched:
+            self._heads[seq] = digest
         time = view.time
         last_time = self._last_time
         if last_time is not None and time < last_time:
@@ -447,6 +462,7 @@ class ChainVerifier:
             unfinished=(*self._unfinished, *self._running),
             clock_warnings=tuple(self._clock),
             torn_tail=torn,
+            heads=tuple(sorted(self._heads.items())),
         )
 
 

@@ -8,6 +8,7 @@ seq or a prev a second time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,8 @@ class ChainReport:
     them (for a resumed verifier that saw none, the point it resumed from; None for
     a new verifier that saw none); `next_seq` is the seq the next record must have.
     `abandoned` and `unfinished` hold decision seqs; neither is a failure.
+    `heads` pairs each seq given to `ChainVerifier.watch` with the hash of the
+    record that verified with it (audit checkpoints; a seq with none is left out).
     """
 
     records: int
@@ -80,7 +83,17 @@ class ChainReport:
     unfinished: tuple[int, ...]
     clock_warnings: tuple[Location, ...]
     torn_tail: TornTail | None
+    heads: tuple[tuple[int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    @property
+    def last_seq(self) -> int | None:
+        """The seq of the last record (or of the point resumed from); None if there is none."""
+        return None if self.head is None else self.next_seq - 1
+
+    def head_of(self) -> MappingProxyType[int, str]:
+        """`heads` as a mapping from seq to hash."""
+        return MappingProxyType(dict(self.heads))

@@ -1,6 +1,10 @@
-"""The wire and audit shape of a decision's outcome, and the ten deny reasons. No I/O.
+"""The wire and audit shape of a decision's outcome, and the deny reasons. No I/O.
 
-    {"outcome": "allowed"} | {"outcome": "ask"} | {"outcome": "denied", "reason": R}
+    {"outcome": "allowed"} | {"outcome": "ask", "why"?} | {"outcome": "denied", "reason": R}
+
+`why` is `"untrusted"` on an ask that a grant's `when_untrusted` made of what
+would otherwise have run (the session had read untrusted content), and absent
+(`null` in an audit line) on any other ask.
 
 `allowed` and `ask` are models with no fields but their tag, and refuse unknown
 fields like every other model, so `{"outcome": "allowed", "x": 1}` does not parse.
@@ -27,6 +31,11 @@ class DenyReason(StrEnum):
     GRANTS_INVALID = "grants_invalid"
     AUDIT_UNAVAILABLE = "audit_unavailable"
     STATE_UNREADABLE = "state_unreadable"
+    # approved, but the re-decision is not the call the owner saw: another grant, a
+    # changed grant file, or a higher taint (the approval's digest differs)
+    APPROVAL_STALE = "approval_stale"
+    # the matched grant's `when_untrusted` is deny, and the session is untrusted
+    UNTRUSTED_SESSION = "untrusted_session"
 
 
 class Strict(BaseModel):
@@ -41,6 +50,7 @@ class AllowedRecord(Strict):
 
 class AskRecord(Strict):
     outcome: Literal["ask"] = "ask"
+    why: Literal["untrusted"] | None = None  # the session is untrusted (`when_untrusted`)
 
 
 class DeniedRecord(Strict):

@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"
     FORBIDDEN = "forbidden"
     NO_SUCH_APPROVAL = "no_such_approval"
+    DIGEST_MISMATCH = "digest_mismatch"  # approve --digest: not that approval's; still pending
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 

@@ -77,6 +77,7 @@ class _GrantFile(BaseModel):
     max_taint: Literal["public", "private", "secret"]
     result_class: Literal["public", "private", "secret"]
     untrusted: bool = False
+    when_untrusted: Literal["auto", "ask", "deny"] | None = None
     expires: Timestamp | None = None
     secret: Any = None
     constraints: _Constraints = _Constraints()
@@ -197,6 +198,7 @@ def parse_grant_file(name: str, content: bytes, reserved: Iterable[Place] = ()) 
         paths=tuple(shape.constraints.paths),
         hosts=tuple(shape.constraints.hosts),
         sha256=sha256_hex(content),
+        when_untrusted=None if shape.when_untrusted is None else Mode(shape.when_untrusted),
     )
     return grant, problems
 

@@ -2,8 +2,17 @@
 
 A grant is one TOML file, `<id>.toml`, naming one tool, a mode (`auto`, `ask`,
 `deny`), the highest session taint it applies at, the label its results carry,
-an optional expiry, and the paths or hosts it covers. Files are parsed and
-checked in `boxmaker.core.grant_loading`; this module only holds the result.
+an optional expiry, the paths or hosts it covers, and its mode once the session
+is untrusted (`when_untrusted`). Files are parsed and checked in
+`boxmaker.core.grant_loading`; this module only holds the result.
+
+`when_untrusted` never loosens a grant: once the session has read untrusted
+content, the grant counts with the more restrictive of `mode` and
+`when_untrusted`. Left out, it is the tool's default (`WHEN_UNTRUSTED`): `ask`
+for the tools that write or reach out (write_file, shell, http_fetch) and for
+the identity writes (memory_add, memory_replace, memory_consolidate, which change
+every new session's prompt); `auto` for read_file, memory_recall and memory_note
+(memoryd already lowers a note from an untrusted session to an untrusted note).
 """
 
 from __future__ import annotations
@@ -28,6 +37,19 @@ class Mode(StrEnum):
         return {Mode.AUTO: 0, Mode.ASK: 1, Mode.DENY: 2}[self]
 
 
+WHEN_UNTRUSTED: dict[ToolName, Mode] = {
+    ToolName.READ_FILE: Mode.AUTO,
+    ToolName.WRITE_FILE: Mode.ASK,
+    ToolName.SHELL: Mode.ASK,
+    ToolName.HTTP_FETCH: Mode.ASK,
+    ToolName.MEMORY_ADD: Mode.ASK,
+    ToolName.MEMORY_REPLACE: Mode.ASK,
+    ToolName.MEMORY_CONSOLIDATE: Mode.ASK,
+    ToolName.MEMORY_NOTE: Mode.AUTO,
+    ToolName.MEMORY_RECALL: Mode.AUTO,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Grant:
     """One valid grant file. `sha256` is the hash of the file's bytes."""
@@ -42,6 +64,17 @@ class Grant:
     paths: tuple[str, ...]
     hosts: tuple[str, ...]
     sha256: str
+    when_untrusted: Mode | None = None  # as written; None: the tool's default
+
+    @property
+    def untrusted_mode(self) -> Mode:
+        """The grant's mode in an untrusted session: never looser than `mode`."""
+        written = self.when_untrusted or WHEN_UNTRUSTED[self.tool]
+        return max(self.mode, written, key=lambda m: m.restrictiveness)
+
+    def mode_at(self, untrusted: bool) -> Mode:
+        """The mode this grant counts with, for a session that is (or is not) untrusted."""
+        return self.untrusted_mode if untrusted else self.mode
 
 
 class GrantProblem(BaseModel):

@@ -11,6 +11,7 @@ fields in declaration order and absent optional fields left out;
     admin.sock      approvals, approve, refuse, check_grants approval_list,
                                                              approve_result, ok,
                                                              grants_report
+                    checkpoint                               checkpoint_reply
     loop.sock       turn                                     turn_event..., turn_done
     memory.sock     memory_block, session_updated            memory_block_reply, ok
     (loop-memory)
@@ -41,7 +42,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationError
 
-from boxmaker.core.audit_records import ApprovalAnswer
+from boxmaker.core.audit_records import ApprovalAnswer, Hash32, Seq
 from boxmaker.core.decisions import DecisionRecord, DenyReason, Strict
 from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.grants import GrantProblem
@@ -94,6 +95,18 @@ class DeniedResponse(Strict):
 # --- admin.sock --------------------------------------------------------------------
 
 
+class UntrustedBy(Strict):
+    """The call whose result first made a session untrusted (brokerd's session state)."""
+
+    session: SessionId
+    call: CallId
+    tool: str
+
+
+# a digest's prefix, as the owner types it (`bxctl approve N --digest D`)
+DigestPrefix = Annotated[str, Field(pattern=r"^[0-9a-f]{12,64}$")]
+
+
 class PendingApproval(Strict):
     """One call waiting for the owner, as brokerd describes it (never loopd)."""
 
@@ -106,6 +119,8 @@ class PendingApproval(Strict):
     taint: DataClass
     created: Timestamp
     expires: Timestamp
+    digest: Hash32  # what approving it binds to (`core.policy`, "What an approval is bound to")
+    untrusted_by: UntrustedBy | None = None  # the session is untrusted: since this call
 
 
 class Approvals(Strict):
@@ -120,6 +135,7 @@ class ApprovalList(Strict):
 class Approve(Strict):
     kind: Literal["approve"] = "approve"
     approval: ApprovalId
+    digest: DigestPrefix | None = None  # approve only if the approval's digest starts so
 
 
 class ApproveResult(Strict):
@@ -144,6 +160,19 @@ class CheckGrants(Strict):
 class GrantsReport(Strict):
     kind: Literal["grants_report"] = "grants_report"
     problems: tuple[GrantProblem, ...]
+
+
+class AuditCheckpoint(Strict):
+    """Pin the audit log's head now (`bxctl audit checkpoint`; core.checkpoints)."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+
+
+class CheckpointReply(Strict):
+    kind: Literal["checkpoint_reply"] = "checkpoint_reply"
+    seq: Seq  # the last record's seq
+    head: Hash32  # the sha256 of its line
+    time: Timestamp  # when brokerd took the checkpoint
 
 
 # --- any socket --------------------------------------------------------------------
@@ -388,6 +417,8 @@ class ApprovalRequest(Strict):
     taint: DataClass
     created: Timestamp
     expires: Timestamp
+    digest: Hash32
+    untrusted_by: UntrustedBy | None = None
 
     @classmethod
     def of(cls, item: PendingApproval) -> ApprovalRequest:
@@ -444,6 +475,8 @@ _KINDS: dict[str, type[Strict]] = {
     "ok": Ok,
     "check_grants": CheckGrants,
     "grants_report": GrantsReport,
+    "checkpoint": AuditCheckpoint,
+    "checkpoint_reply": CheckpointReply,
     "error": Error,
     "status": Status,
     "status_report": StatusReport,
@@ -489,6 +522,8 @@ Message = Annotated[
     | Annotated[Ok, Tag("ok")]
     | Annotated[CheckGrants, Tag("check_grants")]
     | Annotated[GrantsReport, Tag("grants_report")]
+    | Annotated[AuditCheckpoint, Tag("checkpoint")]
+    | Annotated[CheckpointReply, Tag("checkpoint_reply")]
     | Annotated[Error, Tag("error")]
     | Annotated[Status, Tag("status")]
     | Annotated[StatusReport, Tag("status_report")]

@@ -13,9 +13,14 @@ Matching, for a call to tool T at session taint S:
     2. A candidate drops out if it has expired (now >= expires), if S is above
        its max_taint, or if its constraints do not cover the arguments.
        A memory tool's grant takes no constraints, so it covers every call.
+       In an untrusted session each grant left counts with its untrusted mode
+       (`Grant.untrusted_mode`: the more restrictive of mode and
+       when_untrusted), in this step and the next.
     3. Of those left, deny beats ask beats auto. Within the winning mode the
        longest matched path wins (grants with no matched path tie), then the
-       lowest grant id in byte order.
+       lowest grant id in byte order. A winner that is deny only by its
+       when_untrusted denies with untrusted_session (not denied_by_grant); one
+       that is ask only by it asks with why "untrusted" (`AskRecord.why`).
     4. The result's label is combined over every grant left after step 2: the
        highest result_class, and untrusted if any is.
     5. A shell call also answers to the file grants of the other tools
@@ -30,13 +35,30 @@ Before matching: a grant set with problems denies (grants_invalid), a tool that
 is not one of the nine (`core.args.ToolName`) denies (no_grant), and arguments
 that do not parse deny (invalid_arguments, with the parser's explanation as the
 detail).
+
+What an approval is bound to. An `Ask` (and a `Decision`) has a `digest`: the
+sha256 of the compact JSON object
+
+    {"tool", "arguments", "grant", "grant_sha256", "taint"}
+
+in that order: the tool, the canonical arguments (`core.args.canonical_arguments`),
+the matched grant's id and its file's hash, and the session's taint when it was
+decided. `redecide` gives the call the owner approved only if the re-decision
+has the same digest: a denial of the re-decision is that denial; otherwise a
+different digest (another grant matches, the grant's file changed, the taint is
+not the one the owner saw) denies with approval_stale, and the owner must
+approve the call again as it is now. The untrusted flag is not bound: the
+arguments were fixed before the approval, and the untrusted rule is applied
+again by the re-decision itself.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
+
+import orjson
 
 from boxmaker.core.args import (
     HttpFetchArgs,
@@ -45,6 +67,7 @@ from boxmaker.core.args import (
     ToolArgs,
     ToolName,
     WriteFileArgs,
+    canonical_arguments,
     parse_arguments,
     tool_name,
 )
@@ -57,9 +80,10 @@ from boxmaker.core.decisions import (
 )
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.grants import Grant, GrantSet, Mode
+from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.hosts import host_matches
 from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.messages import ToolRequest
+from boxmaker.core.messages import ToolRequest, UntrustedBy
 from boxmaker.core.paths import is_inside
 from boxmaker.core.views import deny_candidates, shell_view
 
@@ -68,10 +92,15 @@ MAX_DETAIL = 300
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
-    """A session's taint and untrusted flag, as brokerd keeps them."""
+    """A session's taint and untrusted flag, as brokerd keeps them.
+
+    `untrusted_by` names the call whose result first made the session untrusted
+    (shown to the owner with an approval; never an input to the decision).
+    """
 
     taint: DataClass = DataClass.PRIVATE
     untrusted: bool = False
+    untrusted_by: UntrustedBy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +108,11 @@ class Denial:
     """A refusal. Anyone may build one: denying needs no proof."""
 
     reason: DenyReason
-    grant: str | None = None  # the deny grant, for denied_by_grant only
+    # the deny grant (denied_by_grant, untrusted_session), or the grant matched now
+    # (approval_stale)
+    grant: str | None = None
     grant_sha256: str | None = None
-    detail: str | None = None  # for invalid_arguments only
+    detail: str | None = None  # invalid_arguments: the parser's; approval_stale: what changed
 
     def record(self) -> DecisionRecord:
         return DeniedRecord(reason=self.reason)
@@ -109,7 +140,9 @@ class _Sealed:
         "matched_path",
         "request",
         "result_class",
+        "taint",
         "untrusted",
+        "why",
     )
 
     request: ToolRequest
@@ -120,6 +153,8 @@ class _Sealed:
     masks: tuple[str, ...]  # paths inside a shell's mounts that its sandbox must not see
     result_class: DataClass
     untrusted: bool
+    taint: DataClass  # the session's taint when decided (bound by `digest`)
+    why: str | None  # "untrusted": an ask only because the session is untrusted
 
     def __init__(self, token: object, match: _Matched) -> None:
         if token is not _TOKEN:
@@ -133,6 +168,8 @@ class _Sealed:
         set_(self, "masks", match.masks)
         set_(self, "result_class", match.result_class)
         set_(self, "untrusted", match.untrusted)
+        set_(self, "taint", match.taint)
+        set_(self, "why", match.why)
         _GENUINE.add(self)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -143,6 +180,17 @@ class _Sealed:
     @property
     def tool(self) -> ToolName:
         return self.grant.tool
+
+    @property
+    def digest(self) -> str:
+        """What an approval of this call is bound to (the module docstring)."""
+        return approval_digest(
+            self.tool,
+            canonical_arguments(self.args),
+            self.grant.id,
+            self.grant.sha256,
+            self.taint,
+        )
 
     @property
     def matched(self) -> str | None:
@@ -180,10 +228,27 @@ class Ask(_Sealed):
     __slots__ = ()
 
     def record(self) -> DecisionRecord:
-        return AskRecord()
+        return AskRecord(why="untrusted" if self.why == UNTRUSTED else None)
 
 
 Outcome = Decision | Ask | Denial
+
+UNTRUSTED = "untrusted"  # `why`, on an ask that when_untrusted made
+DIGEST_SHORT = 12  # hex characters of a digest shown to the owner
+
+
+def approval_digest(
+    tool: str, arguments: str, grant: str, grant_sha256: str, taint: DataClass
+) -> str:
+    """sha256 of {"tool", "arguments", "grant", "grant_sha256", "taint"} as compact JSON."""
+    bound = {
+        "tool": str(tool),
+        "arguments": arguments,
+        "grant": grant,
+        "grant_sha256": grant_sha256,
+        "taint": taint.value,
+    }
+    return sha256_hex(orjson.dumps(bound))
 
 
 def is_genuine(outcome: Decision | Ask) -> bool:
@@ -196,6 +261,11 @@ class _Covered:
     grant: Grant
     path: str | None = None
     host: str | None = None
+    mode: Mode | None = None  # the mode it counts with (step 2); None: its own
+
+    @property
+    def counted(self) -> Mode:
+        return self.grant.mode if self.mode is None else self.mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +275,9 @@ class _Matched:
     winner: _Covered
     result_class: DataClass
     untrusted: bool
+    taint: DataClass
     masks: tuple[str, ...] = ()
+    why: str | None = None
 
 
 def decide(request: ToolRequest, grants: GrantSet, state: SessionState, now: str) -> Outcome:
@@ -225,13 +297,33 @@ def decide(request: ToolRequest, grants: GrantSet, state: SessionState, now: str
 def redecide(ask: Ask, grants: GrantSet, state: SessionState, now: str) -> Decision | Denial:
     """Decide an approved call again, with the grants and state as they are now.
 
-    ask and auto both let it run (under the grant matched now); anything else is
-    the denial, whose grant and hash the Approval record needs.
+    ask and auto both let it run (under the grant matched now), but only if the
+    re-decision has the ask's digest; a denial is that denial, whose grant and
+    hash the Approval record needs, and a different digest is approval_stale.
     """
     outcome = decide(ask.request, grants, state, now)
+    if isinstance(outcome, Denial):
+        return outcome
+    if outcome.digest != ask.digest:
+        return Denial(
+            DenyReason.APPROVAL_STALE,
+            grant=outcome.grant.id,
+            grant_sha256=outcome.grant.sha256,
+            detail=_what_changed(ask, outcome),
+        )
     if isinstance(outcome, Ask):
         return Decision(_TOKEN, _rematch(outcome))
     return outcome
+
+
+def _what_changed(ask: Ask, now: Decision | Ask) -> str:
+    if now.grant.id != ask.grant.id:
+        return f"grant {now.grant.id} matches now, not {ask.grant.id}"
+    if now.grant.sha256 != ask.grant.sha256:
+        return f"the file of grant {ask.grant.id} changed"
+    if now.taint != ask.taint:
+        return f"the session's taint is {now.taint} now, not {ask.taint}"
+    return "the call is not the one approved"
 
 
 def _rematch(sealed: _Sealed) -> _Matched:
@@ -241,7 +333,9 @@ def _rematch(sealed: _Sealed) -> _Matched:
         winner=_Covered(sealed.grant, sealed.matched_path, sealed.matched_host),
         result_class=sealed.result_class,
         untrusted=sealed.untrusted,
+        taint=sealed.taint,
         masks=sealed.masks,
+        why=sealed.why,
     )
 
 
@@ -263,7 +357,8 @@ def _match(
         expired = grant.expires is not None and now >= grant.expires
         too_tainted = state.taint > grant.max_taint
         if covered is not None and not expired and not too_tainted:
-            left.append(covered)
+            mode = grant.mode_at(state.untrusted)
+            left.append(covered if mode is grant.mode else replace(covered, mode=mode))
         elif covered is not None and expired and not too_tainted:
             expired_only = True
         elif covered is not None and too_tainted and not expired:
@@ -275,10 +370,13 @@ def _match(
             return Denial(DenyReason.TAINT_TOO_HIGH)
         return Denial(DenyReason.NO_GRANT)
     winner = min(left, key=_rank)
-    if winner.grant.mode is Mode.DENY:
-        return Denial(
-            DenyReason.DENIED_BY_GRANT, grant=winner.grant.id, grant_sha256=winner.grant.sha256
+    if winner.counted is Mode.DENY:
+        reason = (
+            DenyReason.DENIED_BY_GRANT
+            if winner.grant.mode is Mode.DENY
+            else DenyReason.UNTRUSTED_SESSION
         )
+        return Denial(reason, grant=winner.grant.id, grant_sha256=winner.grant.sha256)
     result_class = highest(*(c.grant.result_class for c in left))
     untrusted = any(c.grant.untrusted for c in left)
     masks: tuple[str, ...] = ()
@@ -291,9 +389,11 @@ def _match(
         winner=winner,
         result_class=result_class,
         untrusted=untrusted,
+        taint=state.taint,
         masks=masks,
+        why=UNTRUSTED if winner.counted is not winner.grant.mode else None,
     )
-    if winner.grant.mode is Mode.ASK:
+    if winner.counted is Mode.ASK:
         return Ask(_TOKEN, match)
     return Decision(_TOKEN, match)
 
@@ -301,7 +401,7 @@ def _match(
 def _rank(covered: _Covered) -> tuple[int, int, str]:
     """Sort key: most restrictive mode, then longest matched path, then lowest id."""
     path_length = len(covered.path.encode()) if covered.path is not None else -1
-    return (-covered.grant.mode.restrictiveness, -path_length, covered.grant.id)
+    return (-covered.counted.restrictiveness, -path_length, covered.grant.id)
 
 
 def _covers(grant: Grant, args: ToolArgs) -> _Covered | None:

@@ -18,6 +18,7 @@ class Runbook(StrEnum):
     GRANT_COVERS_BOXMAKER = "grant-covers-boxmaker"
     AUDIT_CHAIN_BROKEN = "audit-chain-broken"
     AUDIT_RECOVERED = "audit-recovered"
+    AUDIT_BELOW_CHECKPOINT = "audit-below-checkpoint"
     BROKERD_ALREADY_RUNNING = "brokerd-already-running"
     SECRET_UNAVAILABLE = "secret-unavailable"  # noqa: S105
     SECRET_IN_A_FILE = "secret-in-a-file"  # noqa: S105

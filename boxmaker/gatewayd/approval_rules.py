@@ -5,8 +5,10 @@ approvals module feeds it brokerd's `approval_request` and the chat's events,
 and does what the values say.
 
 The post. Everything in it comes from brokerd's `PendingApproval` (never from
-loopd or the model): the approval id, tool, session, grant, taint, expiry and the
-canonical arguments. The fields are shown as data in one fenced code block whose
+loopd or the model): the approval id, tool, session, grant, taint, expiry, the
+digest the approval is bound to (its first 12 hex characters, as `bxctl
+approvals` shows it), the call that made the session untrusted (when it is) and
+the canonical arguments. The fields are shown as data in one fenced code block whose
 fence is longer than any run of backticks inside it, so nothing in them can
 close the block and be read as Markdown (no link, image, mention or emphasis);
 hidden characters (`core.hidden_chars`: controls, bidi and zero-width
@@ -57,6 +59,7 @@ from boxmaker.core.messages import (
     ReplyAnswer,
     check_reason,
 )
+from boxmaker.core.policy import DIGEST_SHORT
 
 # reactions (Mattermost emoji names) that answer an approval post
 APPROVE_EMOJI = frozenset({"white_check_mark", "heavy_check_mark", "+1"})
@@ -100,8 +103,13 @@ def details(item: PendingApproval) -> str:
         f"grant      {escape_arguments(item.grant)}",
         f"taint      {item.taint}",
         f"expires    {item.expires}",
-        f"arguments  {arguments}",
+        f"digest     {item.digest[:DIGEST_SHORT]}",
     ]
+    if (by := item.untrusted_by) is not None:
+        lines.append(
+            f"untrusted  since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
+        )
+    lines.append(f"arguments  {arguments}")
     block = fenced("\n".join(lines))
     return block if note is None else f"{block}\n{note}"
 

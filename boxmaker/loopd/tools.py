@@ -80,6 +80,12 @@ DENIALS: dict[DenyReason, str] = {
     DenyReason.DENIED_BY_GRANT: "Denied: a grant forbids this call.",
     DenyReason.APPROVAL_REFUSED: "Denied: the owner refused this call.",
     DenyReason.APPROVAL_EXPIRED: "Denied: the approval request expired without an answer.",
+    DenyReason.APPROVAL_STALE: (
+        "Denied: the grant or the session changed before the owner approved; ask again."
+    ),
+    DenyReason.UNTRUSTED_SESSION: (
+        "Denied: this session has read untrusted content, and the grant forbids this call now."
+    ),
     DenyReason.INVALID_ARGUMENTS: "Denied: the arguments are not valid for this tool.",
     DenyReason.GRANTS_INVALID: "Denied: the grant files have an error; the owner has been told.",
     DenyReason.AUDIT_UNAVAILABLE: (

@@ -55,8 +55,10 @@ def write_grant(
     expires: str | None = None,
     paths: Sequence[str] = (),
     hosts: Sequence[str] = (),
+    when_untrusted: str | None = None,
 ) -> Path:
-    """Write `<directory>/<grant_id>.toml` and return its path."""
+    """Write `<directory>/<grant_id>.toml` and return its path (`when_untrusted`
+    left out when None: the tool's default)."""
     lines = [
         f'tool = "{tool}"',
         f'mode = "{mode}"',
@@ -66,6 +68,8 @@ def write_grant(
     ]
     if expires is not None:
         lines.append(f'expires = "{expires}"')
+    if when_untrusted is not None:
+        lines.append(f'when_untrusted = "{when_untrusted}"')
     lines.append("[constraints]")
     if paths:
         lines.append("paths = [" + ", ".join(f'"{p}"' for p in paths) + "]")

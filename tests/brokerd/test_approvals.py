@@ -244,7 +244,7 @@ def test_approve_after_the_taint_rose_is_denied(
     [("b-longer-ask", "ask"), ("c-auto", "auto")],
     ids=["a-longer-ask-grant", "an-auto-grant-replacing-the-ask"],
 )
-def test_the_approval_record_names_the_grant_matched_at_the_re_decision(
+def test_another_grant_matched_at_the_re_decision_makes_the_approval_stale(
     brokerd: InProcessBrokerd, scratch: Path, grant_id: str, mode: str
 ) -> None:
     inner = scratch / "inner"
@@ -256,17 +256,17 @@ def test_the_approval_record_names_the_grant_matched_at_the_re_decision(
         if mode == "auto":
             (brokerd.grants_dir / "scratch-shell.toml").unlink()
         assert admin(brokerd, Approve(approval=waiting.approval)) == ApproveResult(
-            outcome=AllowedRecord()
+            outcome=DeniedRecord(reason=DenyReason.APPROVAL_STALE)
         )
-        assert isinstance(call.final().message, ResultResponse)
+        assert call.final().message == DeniedResponse(reason=DenyReason.APPROVAL_STALE)
     decision = brokerd.records()[waiting.approval].event
     assert isinstance(decision, DecisionEvent)
     assert decision.grant == "scratch-shell"
     approval = approval_record(brokerd, waiting.approval)
-    assert approval.grant == grant_id
+    assert approval.outcome == DeniedRecord(reason=DenyReason.APPROVAL_STALE)
+    assert approval.grant == grant_id  # the grant that matches now, which nobody approved
     assert approval.grant_sha256 == sha256_hex(path.read_bytes())
-    (spec,) = brokerd.runtime.specs
-    assert [m.path for m in spec.mounts] == [str(inner)]
+    assert brokerd.runtime.count == 0
 
 
 # --- ids that are not pending -------------------------------------------------------

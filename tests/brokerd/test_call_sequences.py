@@ -167,12 +167,14 @@ def expect(kind: str, taint: DataClass) -> Expect:
     raise AssertionError(kind)
 
 
-def expect_approved(kind: str, taint: DataClass) -> Label | Denied:
-    """What approving a waiting call of `kind` gives, the session now at `taint`."""
-    if kind == "shell":
-        return Label(PRIVATE) if taint <= PRIVATE else Denied(DenyReason.TAINT_TOO_HIGH)
-    assert kind == "write_out"
-    return Label(PRIVATE)
+def expect_approved(kind: str, asked_at: DataClass, taint: DataClass) -> Label | Denied:
+    """What approving a waiting call of `kind`, asked at `asked_at`, gives, the session
+    now at `taint`: a denial of the re-decision first, then the approval's binding (a
+    taint other than the one asked at is approval_stale)."""
+    if kind == "shell" and taint > PRIVATE:
+        return Denied(DenyReason.TAINT_TOO_HIGH)
+    assert kind in ("shell", "write_out")
+    return Label(PRIVATE) if taint == asked_at else Denied(DenyReason.APPROVAL_STALE)
 
 
 IMMEDIATE = ("read_notes", "read_keys", "read_web", "read_pub", "read_vault", "read_elsewhere")
@@ -302,6 +304,7 @@ class Waiting:
     session: str
     kind: str
     approval: int
+    taint: DataClass  # the session's when it asked: what an approval is bound to
 
 
 class CallSequences(RuleBasedStateMachine):
@@ -384,7 +387,8 @@ class CallSequences(RuleBasedStateMachine):
             first = opened.first()
             assert not first.final
             assert isinstance(first.message, PendingApprovalResponse)
-            self.pending.append(Waiting(opened, session, kind, first.message.approval))
+            waiting = Waiting(opened, session, kind, first.message.approval, self._taint(session))
+            self.pending.append(waiting)
             return
         answers = self.brokerd.tool(req, call)
         assert [a.final for a in answers] == [True]
@@ -429,7 +433,7 @@ class CallSequences(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 15))
     def approve(self, pick: int) -> None:
         waiting = self._take(pick)
-        expected = expect_approved(waiting.kind, self._taint(waiting.session))
+        expected = expect_approved(waiting.kind, waiting.taint, self._taint(waiting.session))
         result = self._admin(Approve(approval=waiting.approval))
         assert isinstance(result, ApproveResult)
         if isinstance(expected, Denied):

@@ -89,6 +89,7 @@ def test_an_allowed_call_is_decided_run_and_recorded_in_that_order(
     assert json.loads(state_file(brokerd, "chat-1").read_bytes()) == {
         "taint": "secret",
         "untrusted": True,
+        "untrusted_by": {"session": "chat-1", "call": "c1", "tool": "read_file"},
     }
     assert brokerd.runtime.count == 1
     assert verify_log(brokerd.home).ok

@@ -9,6 +9,7 @@ import pytest
 
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import UntrustedBy
 from boxmaker.core.policy import SessionState
 
 
@@ -27,6 +28,25 @@ def test_write_then_read(tmp_path: Path) -> None:
     assert not path.with_name("chat-1.json.tmp").exists()
 
 
+def test_untrusted_by_is_written_and_read_back(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    by = UntrustedBy(session="chat-1", call="c3", tool="http_fetch")
+    store.write("chat-1", SessionState(DataClass.PRIVATE, True, by))
+    assert store.read("chat-1") == SessionState(DataClass.PRIVATE, True, by)
+    path = tmp_path / "broker" / "sessions" / "chat-1.json"
+    assert path.read_bytes() == (
+        b'{"taint":"private","untrusted":true,'
+        b'"untrusted_by":{"session":"chat-1","call":"c3","tool":"http_fetch"}}'
+    )
+
+
+def test_a_file_written_before_untrusted_by_was_kept_still_reads(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    (store.directory / "s.json").write_bytes(b'{"taint":"secret","untrusted":true}')
+    assert store.read("s") == SessionState(DataClass.SECRET, True, None)
+
+
 @pytest.mark.parametrize(
     "content",
     [
@@ -37,6 +57,8 @@ def test_write_then_read(tmp_path: Path) -> None:
         b'{"taint":"private","untrusted":false,"extra":1}',
         b'{"taint":"top","untrusted":false}',
         b'{"taint":"private","untrusted":"no"}',
+        b'{"taint":"private","untrusted":true,"untrusted_by":{"session":"s","call":"c"}}',
+        b'{"taint":"private","untrusted":true,"untrusted_by":"c3"}',
     ],
     ids=[
         "empty",
@@ -46,6 +68,8 @@ def test_write_then_read(tmp_path: Path) -> None:
         "unknown-field",
         "unknown-class",
         "not-bool",
+        "untrusted-by-without-tool",
+        "untrusted-by-not-an-object",
     ],
 )
 def test_a_damaged_file_is_unreadable(tmp_path: Path, content: bytes) -> None:

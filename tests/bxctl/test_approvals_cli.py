@@ -87,7 +87,7 @@ def test_arguments_full_of_escape_sequences_are_printed_as_data(
     head, body = out.splitlines()
     assert re.fullmatch(
         rf"{approval}  \d+ s ago  expires in (15|14) min  session chat-1"
-        r"  grant scratch-shell  taint private",
+        r"  grant scratch-shell  taint private  digest [0-9a-f]{12}",
         head,
     ), head
     assert UNSAFE.search(out.replace("\n", "")) is None
@@ -181,6 +181,84 @@ def test_approve_prints_runs(
         )
         assert isinstance(call.final().message, ResultResponse)
     assert brokerd.runtime.count == 1
+
+
+def test_approve_with_a_digest_that_does_not_match_refuses_and_leaves_it_pending(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        status, out, _ = run(brokerd, capsys, "approvals")
+        shown = re.search(r"  digest ([0-9a-f]{12})$", out.splitlines()[0])
+        assert shown is not None
+        digest = shown.group(1)
+        wrong = ("0" if digest[0] != "0" else "1") + digest[1:]
+        status, out, err = run(brokerd, capsys, "approve", str(approval), "--digest", wrong)
+        assert (status, out) == (1, "")
+        assert err == (
+            f"bxctl: brokerd refused the request: digest_mismatch: approval {approval} has digest"
+            f" {digest}, not {wrong}; it is still pending\n"
+        )
+        assert brokerd.runtime.count == 0
+        assert run(brokerd, capsys, "approve", str(approval), "--digest", digest) == (
+            0,
+            f"approved {approval}: runs\n",
+            "",
+        )
+        assert isinstance(call.final().message, ResultResponse)
+    assert brokerd.runtime.count == 1
+
+
+@pytest.mark.parametrize("digest", ["3f2a", "3F2A9C01B4DE", "3f2a9c01b4dz"])
+def test_a_digest_that_is_not_hex_of_12_to_64_is_a_usage_error(
+    brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[str], digest: str
+) -> None:
+    status, out, err = run(brokerd, capsys, "approve", "41", "--digest", digest)
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1
+    assert "is not a digest" in err
+
+
+def test_approvals_names_the_call_that_made_the_session_untrusted(
+    brokerd: InProcessBrokerd, tmp_path: Path, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    web = tmp_path / "web"
+    write_grant(brokerd.grants_dir, "web-read", tool="read_file", untrusted=True, paths=[str(web)])
+    arguments = orjson.dumps({"path": str(web / "page")}).decode()
+    read = ToolRequest(session="chat-1", call="r1", tool="read_file", arguments=arguments)
+    assert isinstance(brokerd.tool(read, "r1")[-1].message, ResultResponse)
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        status, out, err = run(brokerd, capsys, "approvals")
+        assert (status, err) == (0, "")
+        head, _body, since = out.splitlines()
+        assert head.startswith(f"{approval}  ")
+        assert since == "    untrusted since call r1 (read_file) of session chat-1"
+        run(brokerd, capsys, "refuse", str(approval))
+        call.final()
+
+
+def test_approve_that_is_stale_says_why(
+    brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call, approval = ask(brokerd, orjson.dumps({"command": "make", "cwd": str(scratch)}).decode())
+    with call:
+        write_grant(
+            brokerd.grants_dir,
+            "scratch-shell",
+            tool="shell",
+            mode="ask",
+            paths=[str(scratch)],
+            result_class="public",
+        )
+        assert run(brokerd, capsys, "approve", str(approval)) == (
+            1,
+            f"approved {approval}: denied (approval_stale): its grant or the session's taint"
+            " changed since it was asked\n",
+            "",
+        )
+        assert call.final().message == DeniedResponse(reason=DenyReason.APPROVAL_STALE)
+    assert brokerd.runtime.count == 0
 
 
 def test_approve_that_is_denied_prints_the_reason(

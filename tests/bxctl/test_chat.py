@@ -123,7 +123,7 @@ def chat(
 def block_head(approval: int) -> re.Pattern[str]:
     return re.compile(
         rf"{approval}  \d+ s ago  expires in 1[45] min  session chat-1"
-        r"  grant scratch-shell  taint private"
+        r"  grant scratch-shell  taint private  digest [0-9a-f]{12}"
     )
 
 

@@ -316,6 +316,57 @@ def test_explain_taint_option(tmp_path: Path, taint: str, want: Any) -> None:
     assert json.loads(done.stdout) == want
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "text", "want"),
+    [
+        pytest.param(
+            "write_file",
+            '{"path":"/s/a","content":"x"}',
+            grant_file("write_file", paths=["/s"]),
+            {**ask("w", "/s"), "outcome": {"outcome": "ask", "why": "untrusted"}},
+            id="write-asks",
+        ),
+        pytest.param(
+            "read_file",
+            '{"path":"/s/a"}',
+            grant_file("read_file", paths=["/s"]),
+            allowed("w", "/s"),
+            id="read-stays-auto",
+        ),
+        pytest.param(
+            "write_file",
+            '{"path":"/s/a","content":"x"}',
+            grant_file("write_file", paths=["/s"]).replace(
+                "[constraints]", 'when_untrusted = "deny"\n[constraints]'
+            ),
+            {**denied("untrusted_session"), "grant": "w"},
+            id="deny-denies",
+        ),
+    ],
+)
+def test_explain_untrusted_option(
+    tmp_path: Path, tool: str, arguments: str, text: str, want: Any
+) -> None:
+    directory = write_dir(tmp_path / "grants", {"w.toml": text})
+    trusted = explain(directory, tool, arguments, "--json", home=tmp_path)
+    assert json.loads(trusted.stdout)["outcome"] == {"outcome": "allowed"}
+    done = explain(directory, tool, arguments, "--untrusted", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == want
+
+
+def test_explain_human_untrusted_says_why(tmp_path: Path) -> None:
+    text = grant_file("write_file", paths=["/s"])
+    directory = write_dir(tmp_path / "grants", {"w.toml": text})
+    done = explain(
+        directory, "write_file", '{"path":"/s/a","content":"x"}', "--untrusted", home=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "ask the owner: grant w (the session is untrusted: when_untrusted = ask)"
+    )
+
+
 def test_explain_now_decides_expiry(tmp_path: Path) -> None:
     directory = write_dir(
         tmp_path / "grants",

@@ -22,7 +22,7 @@ from boxmaker.core.audit_records import (
     encode_record,
 )
 from boxmaker.core.audit_views import Vouch, view_of_model, vouched_view
-from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 
@@ -180,6 +180,34 @@ def test_refused(line: bytes) -> None:
     with pytest.raises(RecordError, match=r"^not an audit record: "):
         decode_record(line)
     assert vouched_view(line, Vouch()) is None  # nor does the verifier's fast path take it
+
+
+def test_an_untrusted_ask_line_names_why_and_an_old_ask_line_still_reads() -> None:
+    event = DecisionEvent(
+        session="chat-1",
+        call="c2",
+        tool="write_file",
+        arguments='{"path":"/s/a","content":"x"}',
+        outcome=AskRecord(why="untrusted"),
+        grant="scratch-write",
+        grant_sha256=H,
+        taint=DataClass.PRIVATE,
+        untrusted=True,
+    )
+    line = encode_record(AuditRecord(seq=3, time="2026-11-30T12:00:00.000Z", prev=H, event=event))
+    assert b'"outcome":{"outcome":"ask","why":"untrusted"}' in line
+    plain = event.model_copy(update={"outcome": AskRecord()})
+    plain_line = encode_record(
+        AuditRecord(seq=3, time="2026-11-30T12:00:00.000Z", prev=H, event=plain)
+    )
+    assert b'"outcome":{"outcome":"ask","why":null}' in plain_line
+    # a line written before `why` existed
+    old = plain_line.replace(b',"why":null', b"")
+    assert decode_record(old).event == plain
+    assert vouched_view(old, Vouch()) is not None  # the verifier's fast path takes it too
+    assert vouched_view(line, Vouch()) is not None
+    with pytest.raises(RecordError):
+        decode_record(line.replace(b'"why":"untrusted"', b'"why":"other"'))
 
 
 def test_a_u64_max_seq_is_a_seq() -> None:

@@ -33,6 +33,7 @@ def item(approval: int, arguments: str) -> PendingApproval:
         taint=DataClass.PRIVATE,
         created="2026-11-30T12:00:00.000Z",
         expires="2026-11-30T12:15:00.000Z",
+        digest="3f" * 32,
     )
 
 

@@ -90,6 +90,7 @@ def test_a_request_carries_exactly_the_pending_approval() -> None:
         taint=DataClass.PRIVATE,
         created="2026-11-30T12:00:00.000Z",
         expires="2026-11-30T12:15:00.000Z",
+        digest="3f" * 32,
     )
     request = ApprovalRequest.of(item)
     assert request.item() == item

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import pickle
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -43,6 +44,7 @@ def grant(
     result_class: DataClass = PRIVATE,
     untrusted: bool = False,
     expires: str | None = None,
+    when_untrusted: Mode | None = None,
 ) -> Grant:
     if tool in (R, W) and not paths:
         paths = ("/home/kyle/notes",)
@@ -58,7 +60,10 @@ def grant(
         expires=expires,
         paths=paths,
         hosts=hosts,
-        sha256=hashlib.sha256(f"{gid}/{mode}/{paths}/{hosts}".encode()).hexdigest(),
+        sha256=hashlib.sha256(
+            f"{gid}/{mode}/{paths}/{hosts}/{result_class}/{when_untrusted}".encode()
+        ).hexdigest(),
+        when_untrusted=when_untrusted,
     )
 
 
@@ -104,6 +109,7 @@ class Want:
     matched: str | None = None
     result_class: DataClass | None = None
     untrusted: bool | None = None
+    why: Literal["untrusted"] | None = None  # an ask's AskRecord.why
 
 
 def check(outcome: Outcome, want: Want) -> None:
@@ -122,7 +128,7 @@ def check(outcome: Outcome, want: Want) -> None:
         assert outcome.result_class is want.result_class
     if want.untrusted is not None:
         assert outcome.untrusted is want.untrusted
-    assert outcome.record() == (AllowedRecord() if kind is Decision else AskRecord())
+    assert outcome.record() == (AllowedRecord() if kind is Decision else AskRecord(why=want.why))
 
 
 def summary(outcome: Outcome) -> dict[str, Any]:
@@ -828,23 +834,66 @@ def test_redecide_ask_gives_a_decision() -> None:
     assert decision.args == ask.args
 
 
-def test_redecide_ask_to_auto_uses_the_new_grant() -> None:
+def test_redecide_after_the_grant_file_changed_is_stale() -> None:
     old = grant("g", R, Mode.ASK, paths=(P,))
     new = grant("g", R, Mode.AUTO, paths=(P,), result_class=SECRET)
     assert new.sha256 != old.sha256
-    decision = redecide(first_ask(old), grant_set(new), SessionState(PRIVATE), NOW)
-    check(decision, allowed("g", P, result_class=SECRET))
-    assert isinstance(decision, Decision)
-    assert decision.grant.sha256 == new.sha256
+    stale = redecide(first_ask(old), grant_set(new), SessionState(PRIVATE), NOW)
+    check(stale, denied(DenyReason.APPROVAL_STALE, "g"))
+    assert isinstance(stale, Denial)
+    assert stale.grant_sha256 == new.sha256  # what the Approval record names
+    assert stale.detail == "the file of grant g changed"
 
 
-def test_redecide_under_a_different_grant() -> None:
+def test_redecide_under_a_different_grant_is_stale() -> None:
     old = grant("old", R, Mode.ASK, paths=(P,))
     other = grant("other", R, Mode.AUTO, paths=("/home/kyle",))
-    check(
-        redecide(first_ask(old), grant_set(other), SessionState(), NOW),
-        allowed("other", "/home/kyle"),
-    )
+    stale = redecide(first_ask(old), grant_set(other), SessionState(), NOW)
+    check(stale, denied(DenyReason.APPROVAL_STALE, "other"))
+    assert isinstance(stale, Denial)
+    assert stale.detail == "grant other matches now, not old"
+
+
+def test_redecide_with_an_auto_grant_added_beside_the_ask_grant_runs() -> None:
+    # the ask grant still wins (ask beats auto): the same call, the same digest
+    g = grant("g", R, Mode.ASK, paths=(P,))
+    ask = first_ask(g)
+    both = grant_set(g, grant("a-auto", R, Mode.AUTO, paths=(P,)))
+    decision = redecide(ask, both, SessionState(PRIVATE), NOW)
+    check(decision, allowed("g", P))
+    assert isinstance(decision, Decision)
+    assert decision.digest == ask.digest
+
+
+def test_redecide_after_the_taint_rose_within_the_grant_is_stale() -> None:
+    g = grant("g", R, Mode.ASK, paths=(P,), max_taint=SECRET)
+    stale = redecide(first_ask(g), grant_set(g), SessionState(SECRET), NOW)
+    check(stale, denied(DenyReason.APPROVAL_STALE, "g"))
+    assert isinstance(stale, Denial)
+    assert stale.detail == "the session's taint is secret now, not private"
+
+
+def test_the_digest_binds_tool_arguments_grant_hash_and_taint() -> None:
+    g = grant("g", R, Mode.ASK, paths=(P,))
+    ask = first_ask(g)
+    bound = {
+        "tool": "read_file",
+        "arguments": f'{{"path":"{P}/a.md"}}',
+        "grant": "g",
+        "grant_sha256": g.sha256,
+        "taint": "private",
+    }
+    expected = hashlib.sha256(json.dumps(bound, separators=(",", ":")).encode()).hexdigest()
+    assert ask.digest == expected
+    # the canonical arguments, not the raw text: an escaped slash is the same call
+    escaped = req("read_file", '{"path":"\\u002fhome/kyle/notes/a.md"}')
+    same = decide(escaped, grant_set(g), SessionState(), NOW)
+    assert isinstance(same, Ask)
+    assert same.digest == ask.digest
+    other = run(read(f"{P}/b.md"), g)
+    assert isinstance(other, Ask)
+    assert other.digest != ask.digest
+    assert first_ask(g, taint=PUBLIC).digest != ask.digest
 
 
 @pytest.mark.parametrize(
@@ -993,3 +1042,119 @@ def test_denial_can_be_built_anywhere() -> None:
     denial = Denial(DenyReason.STATE_UNREADABLE)
     assert denial.record() == DeniedRecord(reason=DenyReason.STATE_UNREADABLE)
     assert denial.grant is None
+
+
+# --- when_untrusted -----------------------------------------------------------------
+
+
+def untrusted_run(request: ToolRequest, *grants: Grant) -> Outcome:
+    return decide(request, grant_set(*grants), SessionState(untrusted=True), NOW)
+
+
+@pytest.mark.parametrize(
+    ("request_", "g", "want"),
+    [
+        pytest.param(
+            read(f"{NOTES}/a"), grant("r", R, paths=(NOTES,)), allowed("r", NOTES), id="read"
+        ),
+        pytest.param(
+            write(f"{SCRATCH}/a"),
+            grant("w", W, paths=(SCRATCH,)),
+            asks("w", SCRATCH, why="untrusted"),
+            id="write",
+        ),
+        pytest.param(
+            shell(SCRATCH),
+            grant("s", S, paths=(SCRATCH,)),
+            asks("s", SCRATCH, why="untrusted"),
+            id="shell",
+        ),
+        pytest.param(
+            fetch("https://example.com/"),
+            grant("f", H, hosts=("example.com",)),
+            asks("f", "example.com", why="untrusted"),
+            id="fetch",
+        ),
+        pytest.param(
+            req("memory_recall", '{"query":"x"}'),
+            grant("m", ToolName.MEMORY_RECALL),
+            allowed("m"),
+            id="memory-recall",
+        ),
+        pytest.param(
+            req("memory_note", '{"text":"x"}'),
+            grant("m", ToolName.MEMORY_NOTE),
+            allowed("m"),
+            id="memory-note",
+        ),
+        pytest.param(
+            req("memory_add", '{"kind":"memory","text":"x"}'),
+            grant("m", ToolName.MEMORY_ADD),
+            asks("m", why="untrusted"),
+            id="memory-add",
+        ),
+    ],
+)
+def test_the_default_when_untrusted_of_each_tool(
+    request_: ToolRequest, g: Grant, want: Want
+) -> None:
+    check(run(request_, g), Want("allowed", grant=want.grant, matched=want.matched))
+    check(untrusted_run(request_, g), want)
+
+
+@pytest.mark.parametrize(
+    ("mode", "when", "want"),
+    [
+        pytest.param(Mode.AUTO, Mode.AUTO, allowed("w", SCRATCH), id="auto-keeps-auto"),
+        pytest.param(
+            Mode.AUTO, Mode.ASK, asks("w", SCRATCH, why="untrusted"), id="auto-becomes-ask"
+        ),
+        pytest.param(
+            Mode.AUTO,
+            Mode.DENY,
+            denied(DenyReason.UNTRUSTED_SESSION, "w"),
+            id="auto-becomes-denied",
+        ),
+        pytest.param(Mode.ASK, Mode.AUTO, asks("w", SCRATCH), id="ask-is-never-loosened"),
+        pytest.param(
+            Mode.ASK, Mode.DENY, denied(DenyReason.UNTRUSTED_SESSION, "w"), id="ask-becomes-denied"
+        ),
+        pytest.param(Mode.ASK, Mode.ASK, asks("w", SCRATCH), id="ask-stays-ask"),
+    ],
+)
+def test_when_untrusted_in_an_untrusted_session(mode: Mode, when: Mode, want: Want) -> None:
+    g = grant("w", W, mode, paths=(SCRATCH,), when_untrusted=when)
+    check(untrusted_run(write(f"{SCRATCH}/a"), g), want)
+    # a trusted session never sees it
+    trusted = run(write(f"{SCRATCH}/a"), g)
+    assert type(trusted) is (Decision if mode is Mode.AUTO else Ask)
+
+
+def test_an_untrusted_deny_carries_the_grant_and_its_hash() -> None:
+    g = grant("w", W, paths=(SCRATCH,), when_untrusted=Mode.DENY)
+    denial = untrusted_run(write(f"{SCRATCH}/a"), g)
+    assert isinstance(denial, Denial)
+    assert (denial.grant, denial.grant_sha256) == ("w", g.sha256)
+
+
+def test_an_untrusted_ask_counts_as_ask_when_grants_compete() -> None:
+    # the auto grant is ask now; the longer-path ask grant wins within ask
+    outer = grant("a-outer", W, paths=(SCRATCH,))
+    inner = grant("b-inner", W, Mode.ASK, paths=(f"{SCRATCH}/in",))
+    check(untrusted_run(write(f"{SCRATCH}/in/a"), outer, inner), asks("b-inner", f"{SCRATCH}/in"))
+    # and a grant denied only by when_untrusted beats both
+    deny = grant("c-deny", W, paths=(SCRATCH,), when_untrusted=Mode.DENY)
+    check(
+        untrusted_run(write(f"{SCRATCH}/in/a"), outer, inner, deny),
+        denied(DenyReason.UNTRUSTED_SESSION, "c-deny"),
+    )
+
+
+def test_redecide_of_an_untrusted_ask_runs_the_same_call() -> None:
+    g = grant("w", W, paths=(SCRATCH,))
+    ask = untrusted_run(write(f"{SCRATCH}/a"), g)
+    assert isinstance(ask, Ask)
+    decision = redecide(ask, grant_set(g), SessionState(untrusted=True), NOW)
+    check(decision, allowed("w", SCRATCH))
+    assert isinstance(decision, Decision)
+    assert decision.digest == ask.digest

@@ -26,7 +26,9 @@ from boxmaker.core.messages import (
     Approvals,
     Approve,
     ApproveResult,
+    AuditCheckpoint,
     CheckGrants,
+    CheckpointReply,
     ContentEvent,
     DeniedResponse,
     Envelope,
@@ -57,6 +59,7 @@ from boxmaker.core.messages import (
     Turn,
     TurnDone,
     TurnEvent,
+    UntrustedBy,
     decode_envelope,
     encode_envelope,
     message_kinds,
@@ -66,6 +69,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
 EXPIRES = "2026-11-30T12:15:00.000Z"
 OWNER = "kyle4owner5mattermost6id7x"  # Mattermost ids: 26 characters of [a-z0-9]
 POST = "p0st1d2for3approval4ab5cd6"
+DIGEST = "3f2a9c01b4de" + "5a" * 26  # an approval's digest (core.policy.approval_digest)
 
 CASES: dict[str, Envelope] = {
     "tool_request": Envelope(
@@ -122,11 +126,36 @@ CASES: dict[str, Envelope] = {
                     taint=DataClass.PRIVATE,
                     created="2026-11-30T12:00:00.000Z",
                     expires=EXPIRES,
+                    digest=DIGEST,
+                ),
+                PendingApproval(
+                    approval=44,
+                    session="chat-1",
+                    call="c9",
+                    tool="write_file",
+                    arguments='{"path":"/home/kyle/scratch/a.txt","content":"hi"}',
+                    grant="scratch-write",
+                    taint=DataClass.PRIVATE,
+                    created="2026-11-30T12:01:00.000Z",
+                    expires=EXPIRES,
+                    digest="9c" * 32,
+                    untrusted_by=UntrustedBy(session="chat-1", call="c8", tool="http_fetch"),
                 ),
             )
         ),
     ),
     "approve": Envelope(id="a3", final=True, message=Approve(approval=41)),
+    "approve_digest": Envelope(
+        id="a3", final=True, message=Approve(approval=41, digest=DIGEST[:12])
+    ),
+    "error_digest_mismatch": Envelope(
+        id="a3",
+        final=True,
+        message=Error(
+            code=ErrorCode.DIGEST_MISMATCH,
+            message="approval 41 has digest 3f2a9c01b4de, not 000000000000; it is still pending",
+        ),
+    ),
     "approve_result_allowed": Envelope(
         id="a3", final=True, message=ApproveResult(outcome=AllowedRecord())
     ),
@@ -151,6 +180,12 @@ CASES: dict[str, Envelope] = {
                 ),
             )
         ),
+    ),
+    "checkpoint": Envelope(id="k1", final=True, message=AuditCheckpoint()),
+    "checkpoint_reply": Envelope(
+        id="k1",
+        final=True,
+        message=CheckpointReply(seq=1207, head="3f" * 32, time="2026-11-30T12:05:00.000Z"),
     ),
     "status": Envelope(id="s1", final=True, message=Status()),
     "status_report": Envelope(
@@ -270,6 +305,8 @@ CASES: dict[str, Envelope] = {
             taint=DataClass.PRIVATE,
             created="2026-11-30T12:00:00.000Z",
             expires=EXPIRES,
+            digest=DIGEST,
+            untrusted_by=UntrustedBy(session="chat-1", call="c3", tool="read_file"),
         ),
     ),
     "approval_posted": Envelope(
@@ -338,7 +375,7 @@ def test_every_turn_event_type_has_a_fixture() -> None:
 
 
 def test_every_deny_reason_round_trips() -> None:
-    assert len(DenyReason) == 10
+    assert len(DenyReason) == 12
     for reason in DenyReason:
         envelope = Envelope(id="x", final=True, message=DeniedResponse(reason=reason))
         assert decode_envelope(encode_envelope(envelope)) == envelope

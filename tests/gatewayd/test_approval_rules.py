@@ -15,7 +15,7 @@ from markdown_it.token import Token
 
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ApprovalOutcome, PendingApproval
+from boxmaker.core.messages import ApprovalOutcome, PendingApproval, UntrustedBy
 from boxmaker.gatewayd.approval_rules import (
     APPROVE_EMOJI,
     MAX_SHOWN_ARGUMENTS,
@@ -41,6 +41,7 @@ POST = "approvalpost00000000000041"
 OTHER_POST = "someotherpost0000000000042"
 NOW = "2026-11-30T12:05:00.000Z"
 EXPIRES = "2026-11-30T12:15:00.000Z"
+DIGEST = "3f2a9c01b4de" + "5a" * 26
 
 POSTS = {POST: PostedApproval(post=POST, approval=41, expires=EXPIRES)}
 
@@ -197,6 +198,7 @@ def item(arguments: str, tool: str = "shell") -> PendingApproval:
         taint=DataClass.PRIVATE,
         created="2026-11-30T12:00:00.000Z",
         expires=EXPIRES,
+        digest=DIGEST,
     )
 
 
@@ -251,10 +253,19 @@ def test_the_post_names_every_field_and_how_to_answer() -> None:
     (block,) = fences(render(text))
     for part in ("41", "shell", "chat-1", "scratch-shell", "private", EXPIRES, "make"):
         assert part in block.content
+    assert "digest     3f2a9c01b4de\n" in block.content  # the short form, as bxctl shows it
+    assert "untrusted" not in block.content
     assert "`approve 41`" in text
     assert "`refuse 41 <reason>`" in text
     assert ":white_check_mark:" in text
     assert ":x:" in text
+
+
+def test_the_post_names_the_call_that_made_the_session_untrusted() -> None:
+    by = UntrustedBy(session="chat-1", call="c3", tool="http_fetch")
+    untrusted = item('{"command":"make"}').model_copy(update={"untrusted_by": by})
+    (block,) = fences(render(post_text(untrusted)))
+    assert "untrusted  since call c3 (http_fetch) of session chat-1\n" in block.content
 
 
 def test_a_fence_is_longer_than_any_backtick_run() -> None:

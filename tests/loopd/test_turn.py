@@ -62,6 +62,12 @@ DENIAL_TEXTS = {
     DenyReason.STATE_UNREADABLE: (
         "Denied: this session's broker state is damaged; the owner has been told."
     ),
+    DenyReason.APPROVAL_STALE: (
+        "Denied: the grant or the session changed before the owner approved; ask again."
+    ),
+    DenyReason.UNTRUSTED_SESSION: (
+        "Denied: this session has read untrusted content, and the grant forbids this call now."
+    ),
 }
 
 
