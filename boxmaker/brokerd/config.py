@@ -28,20 +28,16 @@ brokerd and marked truncated (`core.frame_fit`).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import (
-    TomlConfigSettingsSource,
-)
 
-from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, Home
 from boxmaker.core.secrets import SecretsTable
-from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
+from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.ipc.config_file import read_config
 
 MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = (HOME_VARIABLE,)
@@ -134,14 +130,4 @@ class BrokerdConfig(RoleSettingsBase):
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:
     """brokerd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
-    data: dict[str, object] = {}
-    if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
-        try:
-            data = TomlConfigSettingsSource(BrokerdConfig, toml_file=path)()
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return settings_from(
-        BrokerdConfig, data, str(path), environ, "brokerd", KNOWN_VARIABLES, str(DEFAULT_HOME)
-    )
+    return read_config(BrokerdConfig, path, environ, "brokerd", KNOWN_VARIABLES)

@@ -20,18 +20,17 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
-from pydantic_settings import TomlConfigSettingsSource
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, Home
 from boxmaker.core.secrets import SecretsTable
-from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
+from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
 TOKEN = "mattermost_token"  # noqa: S105 (the secret's name in gatewayd.toml, not a value)
@@ -106,17 +105,7 @@ class GatewaydConfig(RoleSettingsBase):
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> GatewaydConfig:
     """gatewayd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
-    data: dict[str, object] = {}
-    if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
-        try:
-            data = TomlConfigSettingsSource(GatewaydConfig, toml_file=path)()
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    config = settings_from(
-        GatewaydConfig, data, str(path), environ, "gatewayd", KNOWN_VARIABLES, str(DEFAULT_HOME)
-    )
+    config = read_config(GatewaydConfig, path, environ, "gatewayd", KNOWN_VARIABLES)
     if config.configured:
         if not config.mattermost.owner:
             raise ConfigError(f"{path}: [mattermost] owner: set the owner's user id")

@@ -19,19 +19,15 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import (
-    TomlConfigSettingsSource,
-)
 
-from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
-from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
+from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
 NO_BROKER = "none"
@@ -110,14 +106,4 @@ class LoopdConfig(RoleSettingsBase):
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> LoopdConfig:
     """loopd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
-    data: dict[str, object] = {}
-    if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
-        try:
-            data = TomlConfigSettingsSource(LoopdConfig, toml_file=path)()
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return settings_from(
-        LoopdConfig, data, str(path), environ, "loopd", KNOWN_VARIABLES, str(DEFAULT_HOME)
-    )
+    return read_config(LoopdConfig, path, environ, "loopd", KNOWN_VARIABLES)

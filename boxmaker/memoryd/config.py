@@ -12,15 +12,12 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic_settings import TomlConfigSettingsSource
-
-from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE, Home
-from boxmaker.core.settings_check import RoleSettingsBase, Section, settings_from
+from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
 
@@ -65,14 +62,4 @@ class MemorydConfig(RoleSettingsBase):
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> MemorydConfig:
     """memoryd.toml at `path` (None: every default), with `environ` for BOXMAKER_HOME."""
-    data: dict[str, object] = {}
-    if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"{path}: cannot read the configuration file; check --config")
-        try:
-            data = TomlConfigSettingsSource(MemorydConfig, toml_file=path)()
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return settings_from(
-        MemorydConfig, data, str(path), environ, "memoryd", KNOWN_VARIABLES, str(DEFAULT_HOME)
-    )
+    return read_config(MemorydConfig, path, environ, "memoryd", KNOWN_VARIABLES)
