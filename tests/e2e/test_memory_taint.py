@@ -107,7 +107,13 @@ def test_a_recalled_flagged_note_makes_the_turn_and_the_session_untrusted(tmp_pa
 
         states = SessionStore(home)
         assert states.read("chat-1") == SessionState(DataClass.PRIVATE, untrusted=False)
-        assert states.read("chat-2") == SessionState(DataClass.PRIVATE, untrusted=True)
+        reader_state = states.read("chat-2")
+        assert (reader_state.taint, reader_state.untrusted) == (DataClass.PRIVATE, True)
+        assert reader_state.untrusted_by is not None  # the recall made it untrusted
+        assert (reader_state.untrusted_by.session, reader_state.untrusted_by.tool) == (
+            "chat-2",
+            "memory_recall",
+        )
 
         records = read_records(home)
         decisions = [r.event for r in records if isinstance(r.event, DecisionEvent)]
