@@ -75,10 +75,11 @@ def latencies(
     brokerd: InProcessBrokerd, target: Path, n: int, tag: str, expect: str
 ) -> list[float]:
     times = []
+    socket_path = brokerd.broker_socket  # the harness's property, not brokerd's time
     for i in range(n):
         message = request(target / f"f{i}", f"{tag}{i}")
         t0 = time.perf_counter()
-        answers = exchange(brokerd.broker_socket, message, message.call)
+        answers = exchange(socket_path, message, message.call)
         times.append(time.perf_counter() - t0)
         status = getattr(answers[-1].message, "status", None)
         if status != expect:
@@ -96,12 +97,13 @@ def concurrent(
     before = writer.stats
     barrier = threading.Barrier(clients + 1)
     errors: list[str] = []
+    socket_path = brokerd.broker_socket
 
     def client(index: int) -> None:
         barrier.wait()
         for i in range(per_client):
             message = request(target / f"f{i}", f"k{clients}-{index}-{i}", f"bench-{index % 2}")
-            answers = exchange(brokerd.broker_socket, message, message.call)
+            answers = exchange(socket_path, message, message.call)
             if getattr(answers[-1].message, "status", None) != "denied":
                 errors.append(str(answers[-1].message))
 

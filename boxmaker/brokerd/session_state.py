@@ -17,6 +17,7 @@ it was kept) reads as untrusted by an unknown call.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
@@ -46,16 +47,21 @@ class SessionStore:
 
     def __init__(self, home: Path) -> None:
         self.directory = Home(home).broker_sessions
+        self._prefix = os.path.join(self.directory, "")  # str joins: read at every call
 
     def _path(self, session: str) -> Path:
+        return Path(self._file(session))
+
+    def _file(self, session: str) -> str:
         if not is_identifier(session):
             raise StateUnreadableError(f"{session!r} is not a session identifier")
-        return self.directory / f"{session}.json"
+        return f"{self._prefix}{session}.json"
 
     def read(self, session: str) -> SessionState:
-        path = self._path(session)
+        path = self._file(session)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as file:
+                raw = file.read()
         except FileNotFoundError:
             return SessionState()
         except OSError as exc:
