@@ -163,6 +163,23 @@ def check_tags(model: LlamaModel, chat_format: ChatFormat, started: TagCheck | N
     log.info("event=markers_checked markers=%d", len(model.markers))
 
 
+def check_marker_list(config: LoopdConfig) -> int:
+    """`loopd probe`'s second half: the heavy part of the marker self-test on the
+    vocabulary alone, remembered when it passes (so `serve` need not run it again);
+    StartupError when it fails. How many markers there are."""
+    markers, problems = start_tag_check(config).result()
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise StartupError(
+            f"marker self-test failed: {'; '.join(problems[:3])}{more}; {TAGS_POINTER}"
+        )
+    try:
+        remember(config.home, tags_key(model_path(config)), len(markers), 0.0, TAGS_RECORD)
+    except OSError as exc:
+        log.warning("event=tags_not_remembered %s", exc)
+    return len(markers)
+
+
 def check_required_tags(model: LlamaModel, chat_format: ChatFormat) -> None:
     """The cheap part of the marker self-test, for a start whose heavy part is remembered
     (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
@@ -360,6 +377,8 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     if args.command == "probe":
         probed = probe(config)
         print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+        checked = check_marker_list(config)
+        print(f"loopd: the marker self-test passed: {checked} markers")
         return 0
     if args.command == "tags":
         return print_tags(config)

@@ -15,7 +15,7 @@ CRASHING = """
 import os, signal
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 class Llama:
-    def __init__(self, **kwargs):
+    def __init__(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGILL)
 """
 
@@ -26,7 +26,7 @@ def llama_model_get_vocab(model):
 def llama_vocab_n_tokens(vocab):
     return 0  # no token of its own: an empty marker list
 class Llama:
-    def __init__(self, **kwargs):
+    def __init__(self, *args, **kwargs):
         self.metadata = {}
         self.model = object()
         self._input_ids = []

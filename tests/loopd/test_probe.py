@@ -101,3 +101,7 @@ def test_the_embedded_model_answers_the_probe(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("loopd: the model answered: 4 tokens in "), done.stdout
+    assert "loopd: the marker self-test passed: 6253 markers" in done.stdout
+    # both checks are remembered for `loopd serve` (boxmaker.loopd.probe_cache)
+    assert (tmp_path / "loop" / "probe-passed.json").is_file()
+    assert (tmp_path / "loop" / "tags-passed.json").is_file()
