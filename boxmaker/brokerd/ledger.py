@@ -163,12 +163,8 @@ class Ledger:
         try:
             with self._step():
                 now = self._clock()
-                try:
-                    state = self._states.read(request.session)
-                except StateUnreadableError as exc:
-                    log.error(
-                        "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
-                    )
+                state = self._read_state(request.session)
+                if state is None:
                     decided, ticket = self._stage_decision(
                         request, Denial(DenyReason.STATE_UNREADABLE), UNKNOWN_STATE, now
                     )
@@ -223,15 +219,11 @@ class Ledger:
         try:
             with self._step():
                 now = self._clock()
-                try:
-                    state = self._states.read(request.session)
-                except StateUnreadableError as exc:
-                    log.error(
-                        "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
-                    )
+                read = self._read_state(request.session)
+                if read is None:
                     state, verdict = UNKNOWN_STATE, Denial(DenyReason.STATE_UNREADABLE)
                 else:
-                    verdict = _verdict(ask, seq, answer, grants, state, now)
+                    state, verdict = read, _verdict(ask, seq, answer, grants, read, now)
                 grant, digest = _grant_of(verdict)
                 ticket = self._writer.stage(
                     ApprovalEvent(
@@ -259,13 +251,16 @@ class Ledger:
     def labels(self, session: str) -> SessionState:
         """The session's labels now (secret and untrusted when its state cannot be read)."""
         with self._lock:
-            try:
-                return self._states.read(session)
-            except StateUnreadableError as exc:
-                log.error(
-                    "event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer
-                )
-                return UNKNOWN_STATE
+            state = self._read_state(session)
+        return UNKNOWN_STATE if state is None else state
+
+    def _read_state(self, session: str) -> SessionState | None:
+        """The session's state; None, logged with the runbook pointer, if it cannot be read."""
+        try:
+            return self._states.read(session)
+        except StateUnreadableError as exc:
+            log.error("event=state_unreadable %s; %s", exc, Runbook.BROKER_STATE_DAMAGED.pointer)
+            return None
 
     def record_result(
         self, decision: Decision, seq: int, response: ResultResponse | FailedResponse

@@ -115,7 +115,7 @@ class ApprovalDesk:
             raise AssertionError(f"{message.kind} reached gateway.sock's handler")
 
     def _request(self, conn: Connection, request: ApprovalRequest) -> None:
-        item = PendingApproval.model_validate(request.model_dump(exclude={"kind"}))
+        item = request.item()
         try:
             waiting = self._run(self._post(item))
         except (MattermostError, TimeoutError) as exc:
