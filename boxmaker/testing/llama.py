@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.testing.skips import skip_or_fail
+
 FETCH = Path(__file__).resolve().parents[2] / "scripts" / "fetch-vocabularies"
 
 
@@ -29,10 +31,7 @@ def require_llama_cpp(what: str) -> None:
             f"llama-cpp-python cannot be imported ({exc}): {what} did NOT run; "
             "install it (pip install llama-cpp-python) to run them"
         )
-        if os.environ.get("CI"):
-            pytest.fail(why, pytrace=False)
-        print(f"\n*** SKIPPED: {why} ***", file=sys.__stderr__)
-        pytest.skip(why, allow_module_level=True)
+        skip_or_fail(why, allow_module_level=True)
 
 
 def fetch_vocabularies() -> Path:

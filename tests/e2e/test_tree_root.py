@@ -30,6 +30,7 @@ import pytest
 
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.messages import ToolRequest
+from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -50,11 +51,11 @@ pytestmark = [
     pytest.mark.model,
     pytest.mark.slow,
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.geteuid() != 0 and not os.environ.get("CI"),
-        reason="a root install needs root (CI runs it as root)",
-    ),
 ]
+if os.geteuid() != 0:
+    skip_or_fail(
+        "a root install needs root: the root-install tests did NOT run", allow_module_level=True
+    )
 
 
 def _run(

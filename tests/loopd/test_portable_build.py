@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
+
+from boxmaker.testing.skips import skip_or_fail
 
 AMX = (
     "tilezero",
@@ -45,13 +44,6 @@ _AMX_LINE = re.compile(r"^\s*[0-9a-f]+:\s+(" + "|".join(AMX) + r")\b", re.MULTIL
 # registers only AVX-512 has: zmm, xmm16-31 and ymm16-31 (AVX-512VL), the masks k0-7
 _AVX512 = re.compile(r"%(?:zmm\d+|[xy]mm(?:1[6-9]|2\d|3[01])\b|k[0-7]\b)")
 _SHOWN = 3
-
-
-def _skip_or_fail(why: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(why, pytrace=False)
-    print(f"\n*** SKIPPED: {why} ***", file=sys.__stderr__)
-    pytest.skip(why)
 
 
 def _libraries() -> list[Path]:
@@ -103,13 +95,13 @@ def test_findings_name_amx_and_avx512(text: str, expected: list[str]) -> None:
 def test_installed_build_holds_no_amx_and_no_avx512() -> None:
     libraries = _libraries()
     if not libraries:
-        _skip_or_fail(
+        skip_or_fail(
             "llama-cpp-python is not installed: the portable-build check did NOT run; "
             "install it with scripts/build-llama-cpp --install <python>"
         )
     objdump = shutil.which("objdump")
     if objdump is None:
-        _skip_or_fail(
+        skip_or_fail(
             "objdump is missing: the portable-build check did NOT run; "
             "install binutils (scripts/install-host-packages)"
         )

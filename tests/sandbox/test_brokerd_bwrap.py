@@ -9,11 +9,9 @@ in CI, which prepares the host and must run it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
-import pytest
 
 from boxmaker.core.audit_records import DecisionEvent, ResultEvent
 from boxmaker.core.labels import DataClass
@@ -21,11 +19,12 @@ from boxmaker.core.messages import ResultResponse, ToolRequest
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.homes import make_home, read_records, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
+from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.sockets import exchange
 
 MISSING = BwrapRuntime.preflight()
-if MISSING and not os.environ.get("CI"):
-    pytestmark = pytest.mark.skip(reason="bubblewrap cannot run here: " + "; ".join(MISSING))
+if MISSING:
+    skip_or_fail("bubblewrap cannot run here: " + "; ".join(MISSING), allow_module_level=True)
 
 
 def _call(socket: Path, call: str, tool: str, arguments: dict[str, str]) -> ResultResponse:

@@ -9,15 +9,14 @@ Kernels without Landlock are skipped, loudly: the toolkit then runs without it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from boxmaker.sandbox.calls import SANDBOX_PYTHON, TOOLKIT_SOURCE
+from boxmaker.testing.skips import skip_or_fail
 
 
 def _toolkit(request: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +49,10 @@ def _abi() -> int:
 
 ABI = _abi()
 if ABI == 0:
-    _WHY = "this kernel has no Landlock (ABI 0): the Landlock tests did NOT run"
-    if os.environ.get("CI"):
-        pytest.fail(_WHY + " (CI must run them: use a kernel with Landlock)", pytrace=False)
-    print(f"\n*** SKIPPED: {_WHY} ***", file=sys.__stderr__)
-    pytest.skip(_WHY, allow_module_level=True)
+    skip_or_fail(
+        "this kernel has no Landlock (ABI 0): the Landlock tests did NOT run",
+        allow_module_level=True,
+    )
 
 
 def _request(
