@@ -7,8 +7,8 @@ approval is awaited or a record is being synced:
 
     decide     read the clock and the session's state, decide, stage the Decision record
     approval   read the clock and the state, re-decide (or not), stage the Approval record
-    result     read the clock and the state, raise it, write the state file,
-               stage the Result record
+    result     read the clock and the state, raise it, write the state file (only
+               when the result changed it), stage the Result record
 
 Without it, two results for one session could each read private and the second
 write would put the taint back down, and two records could take the same seq.
@@ -290,7 +290,8 @@ class Ledger:
                         untrusted=state.untrusted or untrusted,
                         untrusted_by=_untrusted_by(state, request, untrusted),
                     )
-                    self._states.write(request.session, after)
+                    if after != state:  # most results raise nothing: no file to sync
+                        self._states.write(request.session, after)
                 ticket = self._writer.stage(
                     ResultEvent(
                         session=request.session,

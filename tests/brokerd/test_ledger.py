@@ -198,6 +198,26 @@ def test_a_failed_run_changes_no_state(tmp_path: Path) -> None:
         assert not state_file(b, "chat-1").exists()
 
 
+def test_a_result_that_raises_nothing_leaves_the_state_file_alone(
+    brokerd: InProcessBrokerd, tmp_path: Path
+) -> None:
+    # a private, trusted result of a fresh session: still no file (absent reads as that)
+    assert isinstance(final(brokerd, read(tmp_path, "notes", call="c1")), ResultResponse)
+    assert not state_file(brokerd, "chat-1").exists()
+    # once raised, a result at or below the taint does not rewrite it
+    assert isinstance(final(brokerd, read(tmp_path, "keys", call="c2")), ResultResponse)
+    path = state_file(brokerd, "chat-1")
+    before = path.stat()
+    assert isinstance(final(brokerd, read(tmp_path, "notes", call="c3")), ResultResponse)
+    assert isinstance(final(brokerd, read(tmp_path, "keys", call="c4")), ResultResponse)
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert json.loads(path.read_bytes())["taint"] == "secret"
+    results = [r.event for r in brokerd.records() if isinstance(r.event, ResultEvent)]
+    assert [r.taint_after for r in results] == [DataClass.PRIVATE] + [DataClass.SECRET] * 3
+    assert verify_log(brokerd.home).ok
+
+
 # --- session state ------------------------------------------------------------------
 
 
