@@ -3,42 +3,53 @@
 Figures, measured in one run on one file system:
 - median and p99 latency of a denied tool_request (one Decision record, synced);
 - median and p99 latency of an allowed tool_request with the recording runtime
-  (Decision record, state file, Result record, each synced);
+  (Decision record and Result record, each synced; the result raises nothing, so
+  no state file is written);
 each as a ratio to the median latency of a bare write+fsync of one audit-sized
 line (the limit: no call can be answered before its record is on disk);
 - decisions per second with 8 concurrent clients sending denied calls, beside
   the bare write+fsync rate, and the audit records each fsync made durable
   (group commit: records staged while an fsync is in flight share the next);
 - the same with 32 clients, as a ratio to the 8-client rate (more clients must
-  not be slower).
+  not be slower);
+- the floor: the same socket server (`boxmaker.ipc.server`, one connection per
+  request, as design.md's wire contract has it) in brokerd's process, answering
+  a fixed denial without looking at the request: what a connection costs in
+  this runtime before brokerd does any work. brokerd's own work is its latency
+  less the floor's; brokerd's CPU time per call is printed too.
+
+brokerd runs in a process of its own, as under supervisord: this script starts
+itself again with `--serve`, which assembles a `serve.Brokerd` with a real audit
+writer, the production clock and grants directory, and the recording runtime.
+The clients are threads of this process; every request is framed before the
+clock starts and every answer is checked after it stops, so the figures are
+brokerd's and the socket's, not the client's encoding.
 
 `--grants N` puts N grant files in the directory (one covers the allowed calls,
 the others other directories), since brokerd looks at every file at every call.
-
-brokerd runs in this process on real Unix sockets (a `serve.Brokerd` with a real
-audit writer), as the tests assemble it; the clients are threads of the same
-process, so they share the interpreter with it. Work files go in a temporary
-directory under the repository's parent directory (`--dir` changes it).
+Work files go in a temporary directory under the repository's parent directory
+(`--dir` changes it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import orjson
 
-from boxmaker.brokerd.audit_writer import AuditWriter
-from boxmaker.core.messages import ToolRequest
-from boxmaker.testing.daemons import InProcessBrokerd, start_brokerd
-from boxmaker.testing.homes import write_grant
-from boxmaker.testing.sockets import exchange
+from boxmaker.core.frames import FrameDecoder
+from boxmaker.core.messages import decode_envelope
 
 LINE = (
     b'{"seq":0,"time":"2026-11-30T12:00:00.000Z","prev":"'
@@ -66,59 +77,158 @@ def bare_fsync(work: Path, n: int) -> list[float]:
     return times
 
 
-def request(path: Path, call: str, session: str = "bench") -> ToolRequest:
-    arguments = orjson.dumps({"path": str(path)}).decode()
-    return ToolRequest(session=session, call=call, tool="read_file", arguments=arguments)
+# --- brokerd's process ----------------------------------------------------------------
 
 
-def latencies(
-    brokerd: InProcessBrokerd, target: Path, n: int, tag: str, expect: str
-) -> list[float]:
-    times = []
-    socket_path = brokerd.broker_socket  # the harness's property, not brokerd's time
-    for i in range(n):
-        message = request(target / f"f{i}", f"{tag}{i}")
+def serve(work: Path) -> int:
+    """`--serve`: brokerd and the floor server until standard input ends.
+
+    Prints one JSON line with both socket paths; answers a line `stats` with one
+    JSON line of the audit writer's counts and this process's CPU seconds.
+    """
+    from boxmaker.brokerd.audit_startup import Started, start_audit
+    from boxmaker.brokerd.audit_writer import AuditWriter
+    from boxmaker.brokerd.config import ApprovalsSection, BrokerdConfig, PathsSection
+    from boxmaker.brokerd.serve import Brokerd, now
+    from boxmaker.core.decisions import DenyReason
+    from boxmaker.core.layout import Home
+    from boxmaker.core.messages import DeniedResponse
+    from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
+    from boxmaker.testing.homes import make_home
+    from boxmaker.testing.runtime import RecordingRuntime
+
+    home = make_home(work)
+    config = BrokerdConfig(
+        paths=PathsSection(home=str(home), grants=str(work / "grants")),
+        approvals=ApprovalsSection(),
+    )
+    started = start_audit(Home(home).audit, now())
+    if not isinstance(started, Started):
+        raise SystemExit(f"audit startup refused: {started.lines}")
+    writer = started.writer
+    assert isinstance(writer, AuditWriter)
+    daemon = Brokerd(config, writer, RecordingRuntime())
+    daemon.start()
+
+    denial = DeniedResponse(reason=DenyReason.NO_GRANT)
+
+    def floor(conn: Connection) -> None:
+        conn.read_request()
+        conn.send(denial, final=True)
+
+    floor_path = work / "floor" / "floor.sock"
+    rules = SocketRules("floor.sock", "bench", ("tool_request",), 256, "-")
+    serve_forever(bind_socket(floor_path), rules, floor, daemon.stopping)
+    print(json.dumps({"broker": str(config.broker_socket), "floor": str(floor_path)}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "stats":
+            stats, cpu = writer.stats, os.times()
+            counts = {"records": stats.records, "fsyncs": stats.fsyncs}
+            print(json.dumps(counts | {"cpu": cpu.user + cpu.system}), flush=True)
+    daemon.stop()
+    return 0
+
+
+class Served:
+    """The `--serve` child, from this side."""
+
+    def __init__(self, work: Path) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(work)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._stdin: IO[str] = self._process.stdin  # type: ignore[assignment]
+        self._stdout: IO[str] = self._process.stdout  # type: ignore[assignment]
+        paths = json.loads(self._stdout.readline())
+        self.broker, self.floor = paths["broker"], paths["floor"]
+
+    def stats(self) -> dict[str, float]:
+        self._stdin.write("stats\n")
+        self._stdin.flush()
+        counts: dict[str, float] = json.loads(self._stdout.readline())
+        return counts
+
+    def stop(self) -> None:
+        self._stdin.close()
+        if self._process.wait(timeout=30) != 0:
+            raise SystemExit("brokerd's process failed")
+
+
+# --- the clients ----------------------------------------------------------------------
+
+
+def frame(call: str, path: Path, session: str = "bench") -> bytes:
+    """One tool_request, framed, as loopd sends it."""
+    message = {
+        "kind": "tool_request",
+        "session": session,
+        "call": call,
+        "tool": "read_file",
+        "arguments": orjson.dumps({"path": str(path)}).decode(),
+    }
+    payload = orjson.dumps({"id": call, "final": True, "message": message})
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def call(path: str, data: bytes) -> bytes:
+    """Send one framed request; every byte of the answers, to the server's close."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10.0)
+        sock.connect(path)
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def check(answers: list[bytes], expect: str) -> None:
+    """Every answer's final envelope has status `expect` (checked after the timing)."""
+    for raw in answers:
+        final = decode_envelope(FrameDecoder().feed(raw)[-1]).message
+        if getattr(final, "status", None) != expect:
+            raise SystemExit(f"expected {expect}, got {final}")
+
+
+def latencies(path: str, frames: list[bytes], expect: str) -> list[float]:
+    times, answers = [], []
+    for data in frames:
         t0 = time.perf_counter()
-        answers = exchange(socket_path, message, message.call)
+        answers.append(call(path, data))
         times.append(time.perf_counter() - t0)
-        status = getattr(answers[-1].message, "status", None)
-        if status != expect:
-            raise SystemExit(f"expected {expect}, got {answers[-1].message}")
+    check(answers, expect)
     return times
 
 
-def concurrent(
-    brokerd: InProcessBrokerd, target: Path, per_client: int, clients: int = CLIENTS
-) -> tuple[float, float]:
+def concurrent(served: Served, target: Path, per_client: int, clients: int) -> tuple[float, float]:
     """Decisions per second with `clients` threads each sending `per_client` denied calls,
     and the audit records per fsync meanwhile."""
-    writer = brokerd.daemon.writer
-    assert isinstance(writer, AuditWriter)
-    before = writer.stats
+    frames = [
+        [frame(f"k{clients}-{c}-{i}", target / f"f{i}", f"bench-{c % 2}") for i in range(per_client)]
+        for c in range(clients)
+    ]
+    answers: list[list[bytes]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
-    errors: list[str] = []
-    socket_path = brokerd.broker_socket
 
     def client(index: int) -> None:
         barrier.wait()
-        for i in range(per_client):
-            message = request(target / f"f{i}", f"k{clients}-{index}-{i}", f"bench-{index % 2}")
-            answers = exchange(socket_path, message, message.call)
-            if getattr(answers[-1].message, "status", None) != "denied":
-                errors.append(str(answers[-1].message))
+        answers[index] = [call(served.broker, data) for data in frames[index]]
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for t in threads:
         t.start()
+    before = served.stats()
     barrier.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
-    if errors:
-        raise SystemExit(f"a concurrent call was not denied: {errors[0]}")
-    after = writer.stats
-    per_fsync = (after.records - before.records) / max(after.fsyncs - before.fsyncs, 1)
+    after = served.stats()
+    for each in answers:
+        check(each, "denied")
+    per_fsync = (after["records"] - before["records"]) / max(after["fsyncs"] - before["fsyncs"], 1)
     return clients * per_client / elapsed, per_fsync
 
 
@@ -133,10 +243,15 @@ def ms(seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=Path(__file__).resolve().parent.parent.parent)
-    parser.add_argument("--calls", type=int, default=500)
-    parser.add_argument("--per-client", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--per-client", type=int, default=200)
     parser.add_argument("--grants", type=int, default=1, help="grant files (at least 1)")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve is not None:
+        return serve(args.serve)
+    from boxmaker.testing.homes import write_grant
+
     with tempfile.TemporaryDirectory(prefix="bxbench-", dir=args.dir) as tmp:
         work = Path(tmp)
         print(f"directory: {work} (the file system of {args.dir})")
@@ -148,23 +263,34 @@ def main() -> int:
             )
         print(f"grant files: {max(args.grants, 1)}")
         bare = bare_fsync(work, args.calls)
-        brokerd = start_brokerd(work)
+        served = Served(work)
         try:
-            latencies(brokerd, elsewhere, 20, "w", "denied")  # warm up
-            denied = latencies(brokerd, elsewhere, args.calls, "d", "denied")
-            allowed = latencies(brokerd, notes, args.calls, "a", "result")
-            rate, per_fsync = concurrent(brokerd, elsewhere, args.per_client)
-            more, more_per_fsync = concurrent(brokerd, elsewhere, args.per_client, MORE_CLIENTS)
+            n = args.calls
+            latencies(served.broker, [frame(f"w{i}", elsewhere / "f") for i in range(50)], "denied")
+            floor = latencies(served.floor, [frame(f"n{i}", elsewhere / "f") for i in range(n)], "denied")
+            cpu0 = served.stats()["cpu"]
+            denied = latencies(served.broker, [frame(f"d{i}", elsewhere / f"f{i}") for i in range(n)], "denied")
+            cpu1 = served.stats()["cpu"]
+            allowed = latencies(served.broker, [frame(f"a{i}", notes / f"f{i}") for i in range(n)], "result")
+            cpu2 = served.stats()["cpu"]
+            rate, per_fsync = concurrent(served, elsewhere, args.per_client, CLIENTS)
+            more, more_per_fsync = concurrent(served, elsewhere, args.per_client, MORE_CLIENTS)
         finally:
-            brokerd.stop()
+            served.stop()
     limit = statistics.median(bare)
     print(f"bare write+fsync of one {len(LINE)}-byte line: median {ms(limit)} (the limit)")
-    for name, times in (("denied", denied), ("allowed", allowed)):
+    floor_median = statistics.median(floor)
+    print(
+        f"floor: the socket server answering at once ({n} calls): median {ms(floor_median)}"
+        f"  ratio {floor_median / limit:6.2f}"
+    )
+    for name, times, cpu in (("denied", denied, cpu1 - cpu0), ("allowed", allowed, cpu2 - cpu1)):
         median, tail = statistics.median(times), p99(times)
         print(
             f"{name:8} tool_request over broker.sock ({len(times)} calls):"
             f" median {ms(median)}  ratio {median / limit:6.2f};"
-            f" p99 {ms(tail)}  ratio {tail / limit:6.2f}"
+            f" p99 {ms(tail)}  ratio {tail / limit:6.2f};"
+            f" less the floor {ms(median - floor_median)}; brokerd CPU {ms(cpu / len(times))} a call"
         )
     print(
         f"{CLIENTS} concurrent clients, denied calls: {rate:,.0f} decisions/s"

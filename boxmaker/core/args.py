@@ -163,9 +163,13 @@ def _expected(names: tuple[str, ...]) -> str:
     return "expected one of " + ", ".join(f"`{n}`" for n in names)
 
 
+# one decoder for every call: `json.loads` with a hook builds a new one each time
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
 def _load_object(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw, object_pairs_hook=_no_duplicates)
+        value = _DECODER.decode(raw)
     except ArgsError:
         raise
     except (ValueError, RecursionError) as exc:

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.frames import FrameDecoder, encode_frame
-from boxmaker.core.messages import Envelope, Message, decode_envelope, encode_envelope
+from boxmaker.core.messages import (
+    Envelope,
+    Message,
+    decode_envelope,
+    encode_answer,
+    encode_envelope,
+)
 
 
 class ServerConnection:
@@ -66,7 +72,7 @@ class ServerConnection:
         if ident is None:
             raise ProtocolError(ErrorCode.INTERNAL, "no request to answer")
         self._closed = final
-        return encode_frame(encode_envelope(Envelope(id=ident, final=final, message=message)))
+        return encode_frame(encode_answer(ident, final, message))
 
 
 class ClientConnection:

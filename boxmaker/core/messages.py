@@ -566,6 +566,16 @@ def encode_envelope(envelope: Envelope) -> bytes:
     return orjson.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
+def encode_answer(request_id: str, final: bool, message: Message) -> bytes:
+    """The bytes `encode_envelope` gives for this envelope, without validating it again.
+
+    For a server's answers: `message` is a model built (so validated) by the
+    server, and `request_id` the id of a request it decoded (so an Identifier).
+    """
+    dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return orjson.dumps({"id": request_id, "final": final, "message": dumped})
+
+
 def decode_envelope(payload: bytes) -> Envelope:
     """The envelope in `payload`; ProtocolError(malformed) with a one-line reason if not."""
     try:

@@ -61,6 +61,7 @@ from boxmaker.core.messages import (
     TurnEvent,
     UntrustedBy,
     decode_envelope,
+    encode_answer,
     encode_envelope,
     message_kinds,
 )
@@ -345,6 +346,13 @@ CASES: dict[str, Envelope] = {
 def test_encode_gives_the_fixture_bytes(name: str) -> None:
     fixture = (FIXTURES / f"{name}.json").read_bytes().rstrip(b"\n")
     assert encode_envelope(CASES[name]) == fixture
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_servers_answer_is_encoded_as_the_envelope_is(name: str) -> None:
+    envelope = CASES[name]
+    answer = encode_answer(envelope.id, envelope.final, envelope.message)
+    assert answer == encode_envelope(envelope)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
