@@ -26,7 +26,9 @@ clock starts and every answer is checked after it stops, so the figures are
 brokerd's and the socket's, not the client's encoding.
 
 `--grants N` puts N grant files in the directory (one covers the allowed calls,
-the others other directories), since brokerd looks at every file at every call.
+the others other directories), since brokerd looks at every file at every call;
+the calls start once the files are older than brokerd's racy margin, as an
+owner's are.
 Work files go in a temporary directory under the repository's parent directory
 (`--dir` changes it).
 """
@@ -206,7 +208,10 @@ def concurrent(served: Served, target: Path, per_client: int, clients: int) -> t
     """Decisions per second with `clients` threads each sending `per_client` denied calls,
     and the audit records per fsync meanwhile."""
     frames = [
-        [frame(f"k{clients}-{c}-{i}", target / f"f{i}", f"bench-{c % 2}") for i in range(per_client)]
+        [
+            frame(f"k{clients}-{c}-{i}", target / f"f{i}", f"bench-{c % 2}")
+            for i in range(per_client)
+        ]
         for c in range(clients)
     ]
     answers: list[list[bytes]] = [[] for _ in range(clients)]
@@ -250,6 +255,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.serve is not None:
         return serve(args.serve)
+    from boxmaker.brokerd.grants_dir import RACY_MARGIN_NS
     from boxmaker.testing.homes import write_grant
 
     with tempfile.TemporaryDirectory(prefix="bxbench-", dir=args.dir) as tmp:
@@ -262,16 +268,26 @@ def main() -> int:
                 work / "grants", f"other-{n}", tool="read_file", paths=[str(work / f"o{n}")]
             )
         print(f"grant files: {max(args.grants, 1)}")
+        written = time.monotonic()
         bare = bare_fsync(work, args.calls)
+        # an owner's grant files are older than brokerd's racy margin, past which it
+        # trusts their stat keys (`grants_dir`, rule 4); these were written just now
+        time.sleep(max(0.0, written + RACY_MARGIN_NS / 1e9 + 0.1 - time.monotonic()))
         served = Served(work)
         try:
             n = args.calls
             latencies(served.broker, [frame(f"w{i}", elsewhere / "f") for i in range(50)], "denied")
-            floor = latencies(served.floor, [frame(f"n{i}", elsewhere / "f") for i in range(n)], "denied")
+            floor = latencies(
+                served.floor, [frame(f"n{i}", elsewhere / "f") for i in range(n)], "denied"
+            )
             cpu0 = served.stats()["cpu"]
-            denied = latencies(served.broker, [frame(f"d{i}", elsewhere / f"f{i}") for i in range(n)], "denied")
+            denied = latencies(
+                served.broker, [frame(f"d{i}", elsewhere / f"f{i}") for i in range(n)], "denied"
+            )
             cpu1 = served.stats()["cpu"]
-            allowed = latencies(served.broker, [frame(f"a{i}", notes / f"f{i}") for i in range(n)], "result")
+            allowed = latencies(
+                served.broker, [frame(f"a{i}", notes / f"f{i}") for i in range(n)], "result"
+            )
             cpu2 = served.stats()["cpu"]
             rate, per_fsync = concurrent(served, elsewhere, args.per_client, CLIENTS)
             more, more_per_fsync = concurrent(served, elsewhere, args.per_client, MORE_CLIENTS)

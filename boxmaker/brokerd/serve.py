@@ -11,7 +11,7 @@ I/O: everything brokerd touches, wired together here. The order at startup:
        its checkpoint);
     3. the socket directories (made if missing, modes set either way), stale
        socket files removed, bind, socket modes;
-    4. one accept thread per socket (one thread per connection, up to each
+    4. the threads of each socket (one thread per connection, up to each
        socket's cap; see `boxmaker.ipc.server`) and the expiry thread; with
        `[gateway] socket` not "none", the gateway link, which starts a thread
        for each ask (`gateway_link`); with `[audit] checkpoint_every_s` not 0,

@@ -31,7 +31,7 @@ from boxmaker.core.messages import (
     StatusReport,
 )
 from boxmaker.core.runbook import Runbook
-from boxmaker.ipc.server import Connection, SocketRules, serve_forever
+from boxmaker.ipc.server import Connection, Serving, SocketRules, serve_forever
 from boxmaker.memoryd.handlers import MemoryHandlers
 
 BUSY_POINTER = Runbook.MEMORYD_BUSY.pointer
@@ -71,8 +71,8 @@ class MemoryServer:
         self._status = status
         self.stopping = threading.Event()
 
-    def start(self) -> list[threading.Thread]:
-        """Start accepting on every socket; the accept threads."""
+    def start(self) -> list[Serving]:
+        """Start accepting on every socket; what serves each."""
         return [
             serve_forever(self._listeners.loop, LOOP_RULES, self.handle, self.stopping),
             serve_forever(self._listeners.broker, BROKER_RULES, self.handle, self.stopping),

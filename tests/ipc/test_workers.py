@@ -1,4 +1,5 @@
-"""The accept loop's worker threads: reused for the next connection, ended when idle."""
+"""The threads of a socket (leader and followers): reused for the next connection, ended
+when idle or stopped, and a lead nobody can take."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.messages import Ok, Status
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.messages import Error, Ok, Status
 from boxmaker.ipc import server
 from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
 from boxmaker.testing.sockets import exchange
@@ -58,8 +60,76 @@ def test_an_idle_worker_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     serve_forever(listening, replace(RULES, name="idle.sock"), handle, stopping)
     try:
         exchange(tmp_path / "test.sock", Status(), "s1")
-        wait_until(lambda: workers("idle.sock") == [], 5.0, "the idle worker to end")
+        # the thread that served s1 handed the lead to a second one: it alone stays
+        wait_until(lambda: len(workers("idle.sock")) == 1, 5.0, "the idle worker to end")
         assert exchange(tmp_path / "test.sock", Status(), "s2")[-1].message == Ok()
+    finally:
+        stopping.set()
+        listening.close()
+
+
+def test_a_stop_ends_the_leader_and_every_follower(tmp_path: Path) -> None:
+    inside = threading.Barrier(4)
+
+    def handle(conn: Connection) -> None:
+        conn.read_request()
+        inside.wait(10)  # four served at once: four threads, then a fifth to lead
+        conn.send(Ok(), final=True)
+
+    stopping = threading.Event()
+    listening = bind_socket(tmp_path / "test.sock")
+    serving = serve_forever(listening, replace(RULES, name="stop.sock"), handle, stopping)
+    try:
+        calls = [
+            threading.Thread(target=exchange, args=(tmp_path / "test.sock", Status(), f"s{n}"))
+            for n in range(4)
+        ]
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join(10)
+        assert len(workers("stop.sock")) == 5
+        assert serving.is_alive()
+    finally:
+        stopping.set()
+        listening.close()
+    serving.join(5)
+    assert not serving.is_alive()
+    wait_until(lambda: workers("stop.sock") == [], 5.0, "every thread of the socket to end")
+
+
+def test_a_lead_nobody_can_take_refuses_that_connection_and_leads_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    served: list[str] = []
+
+    def handle(conn: Connection) -> None:
+        served.append(conn.read_request().id)
+        conn.send(Ok(), final=True)
+
+    stopping = threading.Event()
+    listening = bind_socket(tmp_path / "test.sock")
+    serving = serve_forever(listening, replace(RULES, name="full.sock"), handle, stopping)
+    try:
+
+        def no_thread() -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(serving, "_spawn", no_thread)  # the leader has no follower yet
+        try:
+            answer = exchange(tmp_path / "test.sock", Status(), "s1")[-1].message
+            assert isinstance(answer, Error)
+            code = answer.code
+        except ProtocolError as exc:  # refused before its request came in: closed
+            code = exc.code
+        except (BrokenPipeError, ConnectionResetError):  # closed before it was sent
+            code = ErrorCode.UNAVAILABLE
+        assert code is ErrorCode.UNAVAILABLE
+        assert served == []
+        assert any("event=thread_failed socket=full.sock" in r.getMessage() for r in caplog.records)
+        monkeypatch.undo()
+        assert exchange(tmp_path / "test.sock", Status(), "s2")[-1].message == Ok()
+        assert served == ["s2"]
     finally:
         stopping.set()
         listening.close()
