@@ -50,10 +50,25 @@ def _string_size(text: str) -> int:
     return len(orjson.dumps(text)) - 2  # without the quotes
 
 
+# what a result's envelope holds besides its content and id, with room to spare
+# (`{"id":"","final":true,"message":{"kind":"tool_response","status":"result",
+# "content":"","class":"private","untrusted":false,"truncated":false}}` is 142 bytes)
+_RESULT_FIXED = 512
+_MAX_ESCAPED = 6  # the most bytes orjson writes for one character (`\u001f`)
+
+
+def _surely_fits(response: ResultResponse, request_id: str, budget: int) -> bool:
+    """True when the envelope fits however its strings are escaped (no encoding needed)."""
+    chars = len(response.content) + len(request_id)
+    return _MAX_ESCAPED * chars + _RESULT_FIXED <= budget
+
+
 def fit_result(
     response: ResultResponse, request_id: str, budget: int = FRAME_BUDGET
 ) -> ResultResponse:
     """`response`, its content cut to fit `budget` and marked truncated if it was over."""
+    if _surely_fits(response, request_id, budget):
+        return response
     if envelope_size(response, request_id) <= budget:
         return response
     content = response.content

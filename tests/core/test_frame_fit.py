@@ -42,6 +42,18 @@ def test_a_result_that_fits_is_returned_unchanged() -> None:
     assert fit_result(response, ID) is response
 
 
+@pytest.mark.parametrize("unit", ["\x1f", "😀", '"', "a"])
+def test_the_shortcut_only_takes_results_that_fit(unit: str) -> None:
+    # the longest content fit_result returns without encoding it, of the characters
+    # that escape to the most bytes: its envelope must still be within the budget
+    longest_id = "i" * 128  # the longest identifier
+    budget = 4096
+    chars = (budget - 512) // 6 - len(longest_id)
+    response = result(unit * chars)
+    assert fit_result(response, longest_id, budget) is response
+    assert envelope_size(response, longest_id) <= budget
+
+
 @pytest.mark.parametrize(
     "unit",
     [
