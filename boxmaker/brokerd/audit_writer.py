@@ -409,7 +409,8 @@ class AuditWriter:
         finally:
             self._mutex.acquire()
             self._syncing = False
-            self._synced.notify_all()  # even on failure: the next one looks for itself
+            if self._waiting:  # even on failure: the next one looks for itself
+                self._synced.notify_all()
         if failure is not None:
             raise self._fail(f"cannot sync {self._where()}", failure) from failure
         self._fsyncs += 1
@@ -425,10 +426,15 @@ class AuditWriter:
             raise self._fail(f"cannot sync {self._where()}", exc) from exc
         self._fsyncs += 1
         self._durable = self._written
-        self._synced.notify_all()
+        if self._waiting:
+            self._synced.notify_all()
 
     def _wait_for_fsync(self) -> None:
-        """Wait (the mutex released) until the fsync in flight ends; callers look again."""
+        """Wait (the mutex released) until the fsync in flight ends; callers look again.
+
+        The only wait on `_synced`: `_waiting` counts its waiters, so an fsync that
+        nobody waits for notifies nobody (a single caller's path, at every record).
+        """
         self._waiting += 1
         try:
             self._synced.wait()
