@@ -1,6 +1,7 @@
 """The worst inputs we can build for each sanitizer pattern, and a clock for scanning them.
 
-Shared by tests/core/test_sanitize_redos.py (each scan under 50 ms) and
+Shared by tests/core/test_sanitize_redos.py (each scan under 50 ms, or growing
+linearly with its input on a machine too busy for that) and
 bench/sanitize.py (which may print the worst). No I/O; `time.perf_counter` only.
 
 Each input is a unit repeated to 64 KiB: a near miss of the pattern (a long run
@@ -102,9 +103,9 @@ OTHER_UNITS: dict[str, tuple[str, ...]] = {
 }
 
 
-def fill(unit: str) -> str:
-    """`unit` repeated to `SIZE` characters."""
-    return (unit * (SIZE // len(unit) + 1))[:SIZE]
+def fill(unit: str, size: int = SIZE) -> str:
+    """`unit` repeated to `size` characters."""
+    return (unit * (size // len(unit) + 1))[:size]
 
 
 def best_of(work: Callable[[], object], rounds: int = 3) -> float:
@@ -127,23 +128,32 @@ def _characters_scan(text: str) -> int:
     return character_classes().scan.subn("", text)[1]
 
 
-def scans() -> list[tuple[str, str, Callable[[], object]]]:
-    """(what is scanned, the unit, the scan of its 64 KiB input) for every pattern and unit."""
+def scans(size: int = SIZE) -> list[tuple[str, str, Callable[[], object]]]:
+    """(what is scanned, the unit, the scan of its input of `size` characters) for every
+    pattern and unit, always in the same order."""
     out: list[tuple[str, str, Callable[[], object]]] = []
     for pattern in FLAG_PATTERNS:
         for unit in FLAG_UNITS[pattern.name]:
-            text = normalise(fill(unit)).text
+            text = normalise(fill(unit, size)).text
             out.append((f"flag {pattern.name}", unit, partial(spans, pattern, text)))
     for secret in SECRET_PATTERNS:
         for unit in SECRET_UNITS[secret.name]:
-            out.append((f"refuse {secret.name}", unit, partial(_secret_scan, secret, fill(unit))))
+            scan = partial(_secret_scan, secret, fill(unit, size))
+            out.append((f"refuse {secret.name}", unit, scan))
     for unit in OTHER_UNITS["template-tags"]:
-        out.append(("refuse template-tag", unit, partial(refused_tags, fill(unit))))
+        out.append(("refuse template-tag", unit, partial(refused_tags, fill(unit, size))))
     for unit in OTHER_UNITS["characters"]:
-        out.append(("refuse characters", unit, partial(_characters_scan, fill(unit))))
+        out.append(("refuse characters", unit, partial(_characters_scan, fill(unit, size))))
     for unit in OTHER_UNITS["normalise"]:
-        out.append(("flag normalise", unit, partial(normalise, fill(unit))))
+        out.append(("flag normalise", unit, partial(normalise, fill(unit, size))))
     return out
+
+
+def growth(large: Callable[[], object], quarter: Callable[[], object]) -> float:
+    """How many times longer a scan of the whole input takes than one of its quarter:
+    about 4 for linear time, 16 for quadratic, whatever else the machine is doing
+    (best of three each, taken back to back)."""
+    return best_of(large) / max(best_of(quarter), 1e-9)
 
 
 def worst() -> tuple[float, str, str]:
