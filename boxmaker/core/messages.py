@@ -563,11 +563,11 @@ def message_kinds() -> tuple[str, ...]:
 
 def encode_envelope(envelope: Envelope) -> bytes:
     """Compact JSON, fields in declaration order, absent optional fields left out."""
-    return orjson.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return encode_answer(envelope.id, envelope.final, envelope.message)
 
 
 def encode_answer(request_id: str, final: bool, message: Message) -> bytes:
-    """The bytes `encode_envelope` gives for this envelope, without validating it again.
+    """The bytes of the envelope of these parts, without building (validating) it.
 
     For a server's answers: `message` is a model built (so validated) by the
     server, and `request_id` the id of a request it decoded (so an Identifier).

@@ -349,10 +349,10 @@ def test_encode_gives_the_fixture_bytes(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_servers_answer_is_encoded_as_the_envelope_is(name: str) -> None:
+def test_a_servers_answer_gives_the_fixture_bytes(name: str) -> None:
+    fixture = (FIXTURES / f"{name}.json").read_bytes().rstrip(b"\n")
     envelope = CASES[name]
-    answer = encode_answer(envelope.id, envelope.final, envelope.message)
-    assert answer == encode_envelope(envelope)
+    assert encode_answer(envelope.id, envelope.final, envelope.message) == fixture
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
