@@ -18,6 +18,11 @@ this module moves bytes and keeps time. The rules, per listening socket:
        connecting) it is answered `unavailable` with one line and the busy pointer;
        otherwise it is closed, which a client reads as `unavailable` too. It is not
        left in the backlog, where its client would wait out its whole timeout.
+       One exception: while a connection of the socket is sending its final
+       answer, its slot is as good as free (its client may already be connecting
+       again, and a client that makes one call after another must not be refused
+       because the last call's thread has not yet closed), so the leader waits up
+       to FINISH_GRACE_S for that slot before refusing.
     3. When accept fails (EMFILE, ENFILE or anything else), the leader waits
        before trying again, from 10 ms doubling to at most 1 s, starting over after
        the next success. Such failures and refusals are one warning line (no
@@ -70,6 +75,7 @@ LOG_EVERY_S = 5.0
 FIRST_BACKOFF_S = 0.01
 MAX_BACKOFF_S = 1.0
 IDLE_WORKER_S = 30.0
+FINISH_GRACE_S = 1.0  # how long a leader waits for a slot that is being given back
 ACCEPT_POLL_S = 0.2  # how soon the leader sees a stop
 FORBIDDEN_POINTER = Runbook.SOCKET_FORBIDDEN.pointer
 
@@ -131,12 +137,19 @@ class PeerClosedError(ConnectionError):
 class Connection:
     """One accepted connection: its request read by a deadline, its answers sent."""
 
-    def __init__(self, sock: socket.socket, rules: SocketRules) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        rules: SocketRules,
+        finishing: Callable[[], None] = lambda: None,
+    ) -> None:
         self.sock = sock
         self.rules = rules
         self.name = rules.name
         self.protocol = ServerConnection()
         self.gone = False  # the client stopped taking answers (send_soon)
+        self.finishing = False  # the final answer is being sent (rule 2's exception)
+        self._on_finishing = finishing
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
 
@@ -169,7 +182,7 @@ class Connection:
 
     def send(self, message: Message, *, final: bool) -> None:
         """Send one answer, waiting at most the socket's timeout for the client to take it."""
-        data = self.protocol.answer(message, final=final)
+        data = self._answer(message, final=final)
         sent = self._now(self.sock.send, data)
         if sent is not None:
             data = data[sent:]
@@ -177,6 +190,14 @@ class Connection:
                 return
         self.sock.settimeout(self.rules.timeout_s)
         self.sock.sendall(data)
+
+    def _answer(self, message: Message, *, final: bool, request_id: str | None = None) -> bytes:
+        """The answer's bytes; a final one marks the connection finishing first."""
+        data = self.protocol.answer(message, final=final, request_id=request_id)
+        if final and not self.finishing:
+            self.finishing = True
+            self._on_finishing()
+        return data
 
     def _now(self, call: Callable[[Any, int], T], arg: Any) -> T | None:
         """`call(arg, MSG_DONTWAIT)` on a socket still in blocking mode; None if it would wait.
@@ -198,7 +219,7 @@ class Connection:
         the client's sake: a client that is gone is skipped."""
         if self.gone:
             return
-        data = self.protocol.answer(message, final=final)
+        data = self._answer(message, final=final)
         if self._writer is None:
             try:
                 sent = self.sock.send(data, socket.MSG_DONTWAIT)
@@ -232,7 +253,7 @@ class Connection:
         """Answer with an error, as far as the connection still allows; never raises."""
         message = Error(code=error.code, message=error.message)
         try:
-            data = self.protocol.answer(message, final=True, request_id=self.rules.unknown_id)
+            data = self._answer(message, final=True, request_id=self.rules.unknown_id)
             if self._writer is not None:
                 self._outbox.put(data)
                 return
@@ -337,6 +358,8 @@ class Serving:
         self._idle = 0  # followers waiting to lead
         self._promoted = 0  # leads handed to followers and not yet taken; never above _idle
         self._ended = threading.Event()
+        self._finishing = 0  # connections sending their final answer, slot not yet given back
+        self._finishing_lock = threading.Lock()
         self._failures = Throttled()
         self._refusals = Throttled()
 
@@ -366,7 +389,10 @@ class Serving:
                 self._failures.warn("event=thread_failed socket=%s", self._rules.name)
                 refuse(sock, self._rules)
                 continue
-            _run(self._handle, Connection(sock, self._rules), self._slots)
+            conn = Connection(sock, self._rules, self._finish_begun)
+            _run(self._handle, conn, self._slots)
+            if conn.finishing:
+                self._count_finishing(-1)  # after its slot was given back
             if not self._follow():
                 return
 
@@ -390,7 +416,7 @@ class Serving:
                 delay = min(delay * 2, MAX_BACKOFF_S)
                 continue
             delay = FIRST_BACKOFF_S
-            if self._slots.acquire(blocking=False):
+            if self._slot():
                 return sock
             self._refusals.warn(
                 "event=connections_full socket=%s cap=%d %s",
@@ -400,6 +426,23 @@ class Serving:
             )
             refuse(sock, rules)
         return None
+
+    def _slot(self) -> bool:
+        """A slot for the connection just accepted: at once, or within FINISH_GRACE_S
+        while a connection is sending its final answer (rule 2); False if none."""
+        if self._slots.acquire(blocking=False):
+            return True
+        if self._finishing and self._slots.acquire(timeout=FINISH_GRACE_S):
+            return True
+        # a slot given back, and its connection counted out, after the first try
+        return self._slots.acquire(blocking=False)
+
+    def _finish_begun(self) -> None:
+        self._count_finishing(1)
+
+    def _count_finishing(self, change: int) -> None:
+        with self._finishing_lock:
+            self._finishing += change
 
     def _hand_over(self) -> bool:
         """Give the lead to an idle follower, or to a new thread; False if neither can take it."""

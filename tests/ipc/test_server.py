@@ -164,6 +164,28 @@ def test_a_connection_over_the_cap_is_answered_unavailable_with_its_id(
     wait_until(served_again, what="the socket serving again once its places are free")
 
 
+def test_a_client_calling_again_while_the_last_call_is_closing_is_served(
+    path: Path,
+    listening: socket.socket,
+    stopping: threading.Event,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the thread that sent the final answer keeps its slot a moment longer (as one
+    # descheduled on a busy machine does): the client's next call must not be
+    # refused for it, even at a cap of one
+    caplog.set_level(logging.INFO, logger=LISTENER)
+
+    def lingering(conn: Connection) -> None:
+        conn.read_request()
+        conn.send(Ok(), final=True)
+        time.sleep(0.3)
+
+    serve_forever(listening, rules(cap=1), lingering, stopping)
+    for n in range(3):
+        assert exchange(path, Approvals(), f"again-{n}")[-1].message == Ok()
+    assert not [r for r in listener_records(caplog) if "connections_full" in r.getMessage()]
+
+
 def _request(request_id: str) -> bytes:
     return ClientConnection(request_id).request(Approvals())
 
