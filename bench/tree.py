@@ -1,10 +1,14 @@
 """How long does the supervised tree take to come up, and what does a chat turn cost on top?
 
-Figures, measured in one run with the embedded model in dev mode under a
-temporary directory:
+Figures, measured with the embedded model in dev mode under a temporary directory,
+the start in rounds (`--rounds`, 3): each round starts the tree and the fresh
+process once, back to back, and the median of the rounds' ratios is printed
+beside every round's, since one start swings by a second on a shared machine:
 
-- the time from starting supervisord to every role answering `bxctl status`,
-  over the time a fresh Python process takes to load the model and run loopd's
+- the time from starting supervisord to every role answering `bxctl status`
+  (asked in this process, as `bxctl status` asks: a `bxctl` process started
+  every few milliseconds would take one of the machine's cores from the tree it
+  is timing, and run late by its own start-up), over the time a fresh Python process takes to load the model and run loopd's
   self-test (the limit: the least any start can take, since a tree must start
   loopd's process and import llama-cpp-python; printed beside it, the same load
   in this already warm process, the limit issue 18 first measured against);
@@ -16,14 +20,20 @@ temporary directory:
 
 from __future__ import annotations
 
+import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
+from boxmaker.bxctl.status_cmd import ask
 from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.layout import Home
+from boxmaker.core.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model, self_test
 from boxmaker.loopd.session_log import SessionLogs, UserEntry
@@ -32,11 +42,16 @@ from boxmaker.testing.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 REPLY_TOKENS = 4
+TREE_LIMIT = 1.5
 TEXT = "hi"
 FRESH = """
 import os, sys
 from pathlib import Path
+from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
+from boxmaker.bxctl.status_cmd import ask
 from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.layout import Home
+from boxmaker.core.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model, self_test
 config = load_config(Path(sys.argv[1]), os.environ)
@@ -48,7 +63,57 @@ def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
 
 
+def answering(home: Path) -> bool:
+    """Whether every role answers `status` on its socket, as `bxctl status` asks them."""
+    layout = Home(home)
+    roles = (
+        (layout.admin_socket, BROKERD),
+        (layout.owner_memory_socket, MEMORYD),
+        (layout.loop_socket, LOOPD),
+    )
+    return all(isinstance(ask(path, server), StatusReport) for path, server in roles)
+
+
+def start_fresh(loopd_toml: Path, env: dict[str, str]) -> float | None:
+    """Seconds for a fresh process to load the model and run the self-test; None if it fails."""
+    t0 = time.perf_counter()
+    fresh = run(sys.executable, "-c", FRESH, str(loopd_toml), env=env)
+    took = time.perf_counter() - t0
+    if fresh.returncode != 0:
+        print(fresh.stderr)
+        return None
+    return took
+
+
+def start_tree(conf: str, prefix: Path) -> float | None:
+    """Seconds from starting supervisord to every role answering; None if it never does."""
+    t0 = time.perf_counter()
+    run(str(BIN / "supervisord"), "-c", conf)
+    try:
+        wait_until(
+            lambda: answering(prefix / "home"),
+            300,
+            "every role answering",
+            interval_s=0.02,  # fine-grained: the figure is this wait
+        )
+    except TimeoutError as exc:
+        print(f"the tree did not come up: {exc}")
+        stop_tree(conf, prefix)
+        return None
+    return time.perf_counter() - t0
+
+
+def stop_tree(conf: str, prefix: Path) -> None:
+    """Stop supervisord and wait for it (and so every role) to be gone."""
+    pidfile = prefix / "run" / "supervisord.pid"  # a dev install's {run}
+    run(str(BIN / "supervisorctl"), "-c", conf, "shutdown")
+    wait_until(lambda: not pidfile.exists(), 60, "supervisord to stop")
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="tree and fresh starts, paired")
+    rounds = parser.parse_args().rounds
     with tempfile.TemporaryDirectory(prefix="bxtree-") as tmp:
         prefix = Path(tmp) / "bx"
         done = run(str(BIN / "bxctl"), "install", "--dev", "--prefix", str(prefix))
@@ -70,35 +135,33 @@ def main() -> int:
         self_test(model, GEMMA)
         warm_start = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
-        fresh = run(sys.executable, "-c", FRESH, str(loopd_toml), env=env)
-        direct_start = time.perf_counter() - t0
-        if fresh.returncode != 0:
-            print(fresh.stderr)
-            return 1
-
         conf = str(prefix / "etc" / "supervisord.conf")
-        t0 = time.perf_counter()
-        run(str(BIN / "supervisord"), "-c", conf)
-        try:
-            wait_until(
-                lambda: run(str(BIN / "bxctl"), "status", env=env).returncode == 0,
-                300,
-                "every role answering",
-                interval_s=0.05,  # fine-grained: the figure is this wait
-            )
-        except TimeoutError as exc:
-            print(f"the tree did not come up: {exc}")
-            return 1
-        tree_start = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        chat = run(str(BIN / "bxctl"), "chat", "--say", TEXT, env=env)
-        chat_s = time.perf_counter() - t0
-        run(str(BIN / "supervisorctl"), "-c", conf, "shutdown")
-        if chat.returncode != 0:
-            print(chat.stderr)
-            return 1
+        fresh_starts, tree_starts, ratios = [], [], []
+        for r in range(rounds):  # each ratio within its round; the order alternates
+            tree_first = r % 2 == 1
+            if tree_first:
+                tree_start = start_tree(conf, prefix)
+            direct_start = start_fresh(loopd_toml, env)
+            if not tree_first:
+                tree_start = start_tree(conf, prefix)
+            if direct_start is None or tree_start is None:
+                return 1
+            status = run(str(BIN / "bxctl"), "status", env=env)
+            chat = None
+            if r == rounds - 1:
+                t0 = time.perf_counter()
+                chat = run(str(BIN / "bxctl"), "chat", "--say", TEXT, env=env)
+                chat_s = time.perf_counter() - t0
+            stop_tree(conf, prefix)
+            if status.returncode != 0:
+                print(f"bxctl status failed once every role answered: {status.stdout}")
+                return 1
+            if chat is not None and chat.returncode != 0:
+                print(chat.stderr)
+                return 1
+            fresh_starts.append(direct_start)
+            tree_starts.append(tree_start)
+            ratios.append(tree_start / direct_start)
 
         logs = SessionLogs(Path(tmp) / "direct")
         session = logs.open("bench")
@@ -113,12 +176,17 @@ def main() -> int:
                 break
         direct_gen = time.perf_counter() - t0
 
-    print(f"tree: supervisord start to every role answering {tree_start:.2f} s")
+    tree_start = statistics.median(tree_starts)
+    print(f"tree: supervisord start to every role answering {tree_start:.2f} s (median)")
     print(
-        f"      a fresh process loading the model and its self-test {direct_start:.2f} s"
-        " (the limit)"
+        "      a fresh process loading the model and its self-test"
+        f" {statistics.median(fresh_starts):.2f} s (the limit)"
     )
-    print(f"      ratio {tree_start / direct_start:.2f}")
+    print(
+        f"      ratio {statistics.median(ratios):.2f}, median of {rounds} rounds (issue 18 asks"
+        f" at most {TREE_LIMIT}); each round, tree s / fresh s: "
+        + ", ".join(f"{t:.2f}/{f:.2f}" for t, f in zip(tree_starts, fresh_starts, strict=True))
+    )
     print(
         f"      (the same load in this warm process {warm_start:.2f} s,"
         f" ratio {tree_start / warm_start:.2f})"
