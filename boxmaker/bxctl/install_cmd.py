@@ -51,7 +51,9 @@ Last, it probes the model: `loopd probe` (as loopd's user in a root install)
 loads it in a child process and generates a few tokens, so a llama-cpp-python
 build that crashes on this CPU, or a broken model file, stops the install with
 loopd's one line (see runbook.md#loopd-model-crashed) instead of a tree whose
-loopd restarts in a loop. `--no-probe` skips it.
+loopd restarts in a loop. `--no-probe` skips it. Before that, it writes the
+bytecode of boxmaker's modules (`Bytecode`), which the roles then load instead of
+compiling them at each start.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ import tomli_w
 
 import boxmaker
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
-from boxmaker.bxctl.install_steps import Command, Directory, File, Group, Step, User
+from boxmaker.bxctl.install_steps import Bytecode, Command, Directory, File, Group, Step, User
 from boxmaker.core.layout import SHARED, Home
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
@@ -83,6 +85,7 @@ ROLE_USERS = {
     "loopd": "bx-loop",
     "gatewayd": "bx-gateway",
 }
+PACKAGE_DIR = Path(boxmaker.__file__).parent  # whose bytecode the roles load
 PROGRAMS = ("brokerd.conf", "memoryd.conf", "loopd.conf", "gatewayd.conf", "group.conf")
 SANDBOX_CGROUPS = (
     Path("/sys/fs/cgroup/memory/boxmaker"),
@@ -431,6 +434,7 @@ def plan(layout: Layout) -> list[Step]:
                 text = text.replace(EXAMPLE_HOME, str(layout.workspace))
             steps.append(File(grants / example.name, text, 0o640, *grant_owner, keep=True))
     steps += supervisor_files(layout)
+    steps.append(Bytecode(PACKAGE_DIR))
     if layout.source is not None:
         steps.append(
             Command(

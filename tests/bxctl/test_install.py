@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import stat
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.bxctl.install_cmd import Layout, plan
-from boxmaker.bxctl.install_steps import Directory, File, Group, User
+from boxmaker.bxctl.install_cmd import PACKAGE_DIR, Layout, plan
+from boxmaker.bxctl.install_steps import Bytecode, Directory, File, Group, User
 from boxmaker.testing.llama_stand_in import ANSWERING, CRASHING
 from boxmaker.testing.llama_stand_in import install as install_stand_in
 
@@ -199,6 +200,37 @@ def test_a_changed_program_file_is_put_back(tmp_path: Path) -> None:
     again = _install(prefix)
     assert f"did:      file {program}" in again.stdout
     assert "loopd serve --config" in program.read_text()
+
+
+def test_the_bytecode_step_compiles_every_module_and_sees_a_changed_one(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    first, second = package / "__init__.py", package / "sub" / "mod.py"
+    first.write_text("A = 1\n")
+    second.write_text("B = 2\n")
+    step = Bytecode(package)
+    assert not step.done()
+    step.apply()
+    assert step.done()
+    for source in (first, second):
+        assert Path(importlib.util.cache_from_source(str(source))).is_file()
+    second.write_text("B = 22\n")  # another size: what an import would see as changed
+    assert not step.done()
+    step.apply()
+    assert step.done()
+
+
+def test_a_module_that_does_not_compile_fails_the_bytecode_step(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "broken.py").write_text("def (\n")
+    with pytest.raises(OSError, match="cannot write the bytecode"):
+        Bytecode(package).apply()
+
+
+def test_a_dev_install_leaves_boxmakers_bytecode_in_place(tmp_path: Path) -> None:
+    assert _install(tmp_path / "bx").returncode == 0
+    assert Bytecode(PACKAGE_DIR).done()
 
 
 def test_dry_run_changes_nothing(tmp_path: Path) -> None:
