@@ -110,7 +110,16 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert made.returncode == 0, (
         f"python3-venv is needed (scripts/install-host-packages): {made.stderr}"
     )
-    pip = _run(str(env / "bin" / "pip"), "install", "--quiet", "-e", str(REPO), timeout=1800)
+    # the portable wheel, as scripts/test installs it: pip's own wheel cache does
+    # not key on the build flags and may hold a native build that crashes here
+    wheels = _run(str(REPO / "scripts" / "build-llama-cpp"), "--print-dir").stdout.strip()
+    assert any(Path(wheels).glob("llama_cpp_python-*.whl")), (
+        f"no portable llama-cpp-python wheel in {wheels!r}: run scripts/build-llama-cpp"
+    )
+    pip_env = {**os.environ, "PIP_FIND_LINKS": wheels, "PIP_ONLY_BINARY": "llama-cpp-python"}
+    pip = _run(
+        str(env / "bin" / "pip"), "install", "--quiet", "-e", str(REPO), timeout=1800, env=pip_env
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return env / "bin"
 
