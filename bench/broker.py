@@ -16,7 +16,9 @@ line (the limit: no call can be answered before its record is on disk);
   request, as design.md's wire contract has it) in brokerd's process, answering
   a fixed denial without looking at the request: what a connection costs in
   this runtime before brokerd does any work. brokerd's own work is its latency
-  less the floor's; brokerd's CPU time per call is printed too.
+  less the floor's; brokerd's CPU time per call is printed too. The floor's rate
+  with 8 clients, against the bare fsync loop, is an upper bound on the 8-client
+  figure: brokerd does all the floor does, and more.
 
 The figures are taken in rounds (`--rounds`, 3): each round measures the bare
 fsync again and then every figure, and each ratio is taken within its round,
@@ -212,10 +214,16 @@ def latencies(path: str, frames: list[bytes], expect: str) -> list[float]:
 
 
 def concurrent(
-    served: Served, target: Path, per_client: int, clients: int, tag: int = 0
+    served: Served,
+    target: Path,
+    per_client: int,
+    clients: int,
+    tag: int = 0,
+    socket_path: str | None = None,
 ) -> tuple[float, float]:
-    """Decisions per second with `clients` threads each sending `per_client` denied calls,
-    and the audit records per fsync meanwhile."""
+    """Decisions per second with `clients` threads each sending `per_client` denied calls
+    (to brokerd, or to `socket_path`: the floor), and the audit records per fsync meanwhile."""
+    path = served.broker if socket_path is None else socket_path
     frames = [
         [
             frame(f"k{tag}-{clients}-{c}-{i}", target / f"f{i}", f"bench-{c % 2}")
@@ -228,7 +236,7 @@ def concurrent(
 
     def client(index: int) -> None:
         barrier.wait()
-        answers[index] = [call(served.broker, data) for data in frames[index]]
+        answers[index] = [call(path, data) for data in frames[index]]
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for t in threads:
@@ -268,6 +276,7 @@ class Round:
     per_fsync: float
     more: float  # decisions per second, MORE_CLIENTS clients
     more_per_fsync: float
+    floor_rate: float  # the floor server's answers per second, CLIENTS clients
 
     def ratios(self) -> dict[str, float]:
         return {
@@ -278,6 +287,7 @@ class Round:
             "allowed p99": p99(self.allowed) / self.bare,
             f"{CLIENTS} clients / bare loop": self.rate * self.bare,
             f"{MORE_CLIENTS} clients / {CLIENTS}": self.more / self.rate,
+            f"floor, {CLIENTS} clients / bare loop": self.floor_rate * self.bare,
         }
 
 
@@ -298,6 +308,7 @@ def one_round(served: Served, work: Path, r: int, n: int, per_client: int) -> Ro
     cpu2 = served.stats()["cpu"]
     rate, per_fsync = concurrent(served, elsewhere, per_client, CLIENTS, r)
     more, more_per_fsync = concurrent(served, elsewhere, per_client, MORE_CLIENTS, r)
+    floor_rate, _ = concurrent(served, elsewhere, per_client, CLIENTS, r, served.floor)
     return Round(
         bare,
         statistics.median(floor),
@@ -309,6 +320,7 @@ def one_round(served: Served, work: Path, r: int, n: int, per_client: int) -> Ro
         per_fsync,
         more,
         more_per_fsync,
+        floor_rate,
     )
 
 
@@ -320,7 +332,8 @@ def report(rounds: list[Round], n: int, per_client: int) -> None:
             f" allowed median {ms(statistics.median(each.allowed))};"
             f" brokerd CPU a call: denied {ms(each.cpu_denied)}, allowed {ms(each.cpu_allowed)};"
             f" {CLIENTS} clients {each.rate:,.0f}/s ({each.per_fsync:.1f} records per fsync),"
-            f" {MORE_CLIENTS} clients {each.more:,.0f}/s ({each.more_per_fsync:.1f})"
+            f" {MORE_CLIENTS} clients {each.more:,.0f}/s ({each.more_per_fsync:.1f});"
+            f" the floor, {CLIENTS} clients {each.floor_rate:,.0f}/s"
         )
     print(
         f"ratios to the same round's bare write+fsync of one {len(LINE)}-byte line"
@@ -331,7 +344,7 @@ def report(rounds: list[Round], n: int, per_client: int) -> None:
     for name in table[0]:
         values = [row[name] for row in table]
         listed = ", ".join(f"{v:.2f}" for v in values)
-        print(f"  {name:22} {statistics.median(values):6.2f}   ({listed})")
+        print(f"  {name:30} {statistics.median(values):6.2f}   ({listed})")
 
 
 def main() -> int:

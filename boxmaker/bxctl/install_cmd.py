@@ -434,7 +434,8 @@ def plan(layout: Layout) -> list[Step]:
                 text = text.replace(EXAMPLE_HOME, str(layout.workspace))
             steps.append(File(grants / example.name, text, 0o640, *grant_owner, keep=True))
     steps += supervisor_files(layout)
-    steps.append(Bytecode(PACKAGE_DIR))
+    if os.access(PACKAGE_DIR, os.W_OK):  # else installed by another user, bytecode and all
+        steps.append(Bytecode(PACKAGE_DIR))
     if layout.source is not None:
         steps.append(
             Command(
