@@ -24,7 +24,11 @@ leaves room for a noisy machine and fails when a change makes the checks several
 times slower,
 or a pattern stop being linear (which on 10 MB would be far more than twice).
 It also prints the slowest scan of the ReDoS test's 64 KiB adversarial
-near-misses (`boxmaker.testing.sanitize_redos`), against its 50 ms limit.
+near-misses (`boxmaker.testing.sanitize_redos`) and judges it as that test does:
+under 50 ms, or else under 8 times its scan of a quarter of the input (linear
+time takes about 4 times as long, quadratic 16), a ratio taken in the same run,
+since a fixed 50 ms fails on a slower machine (84 ms here on 2026-12-01, a
+linear scan).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import time
 from collections.abc import Callable
 
 from boxmaker.core.sanitize import flag, refuse
-from boxmaker.testing.sanitize_redos import worst
+from boxmaker.testing.sanitize_redos import GROWTH_LIMIT, LIMIT_S, worst
 
 SEED = 20260926
 SIZE = 10_000_000  # bytes of UTF-8
@@ -132,9 +136,6 @@ def check_entries(entries: list[str]) -> int:
     return sum(len(refuse(e, memory=True)) + len(flag(e)) for e in entries)
 
 
-REDOS_LIMIT_S = 0.05  # issue 14: a 64 KiB adversarial near-miss under 50 ms per pattern
-
-
 def main() -> int:
     text = make_corpus(random.Random(SEED))
     entries = make_entries(text)
@@ -174,12 +175,14 @@ def main() -> int:
         f"  refuse + flag, {ENTRY}-byte entries:   {rate(seconds['entries']):9,.2f} MB/s"
         f"  ratio 1/{1 / entry_ratio:,.0f}"
     )
-    slowest, what, unit = worst()
+    slowest, times, what, unit = worst()
     print(
         f"  worst 64 KiB near-miss: {slowest * 1000:.1f} ms ({what}, unit {unit!a});"
-        f" limit {REDOS_LIMIT_S * 1000:.0f} ms per pattern"
+        f" {times:.1f} times its scan of a quarter as much (linear about 4; at most"
+        f" {GROWTH_LIMIT:g} when over {LIMIT_S * 1000:.0f} ms, as the ReDoS test judges it)"
     )
-    ok = whole_ratio >= RATIO_LIMIT and slowest <= REDOS_LIMIT_S
+    linear = slowest <= LIMIT_S or times < GROWTH_LIMIT
+    ok = whole_ratio >= RATIO_LIMIT and linear
     print("sanitize bench: " + ("ok" if ok else "UNDER THE LIMIT"))
     return 0 if ok else 1
 

@@ -20,6 +20,7 @@ from boxmaker.core.sanitize.flag_patterns import PATTERNS as FLAG_PATTERNS
 from boxmaker.core.sanitize.secret_prefixes import PATTERNS as SECRET_PATTERNS
 from boxmaker.testing.sanitize_redos import (
     FLAG_UNITS,
+    GROWTH_LIMIT,
     LIMIT_S,
     SECRET_UNITS,
     SIZE,
@@ -35,7 +36,6 @@ PAIRED = [
     (what, unit, scan, quarter)
     for (what, unit, scan), (_, _, quarter) in zip(SCANS, scans(SIZE // 4), strict=True)
 ]
-GROWTH_LIMIT = 8.0
 
 
 def test_every_pattern_has_inputs() -> None:
