@@ -27,8 +27,9 @@ It also prints the slowest scan of the ReDoS test's 64 KiB adversarial
 near-misses (`boxmaker.testing.sanitize_redos`) and judges it as that test does:
 under 50 ms, or else under 8 times its scan of a quarter of the input (linear
 time takes about 4 times as long, quadratic 16), a ratio taken in the same run,
-since a fixed 50 ms fails on a slower machine (84 ms here on 2026-12-01, a
-linear scan).
+since a fixed 50 ms fails on a slower or busier machine (on 2026-12-01 here the
+worst scan took 84.0 ms in one run and 28.7 ms, 4.6 times its quarter, in the
+next).
 """
 
 from __future__ import annotations
