@@ -8,8 +8,8 @@ beside every round's, since one start swings by a second on a shared machine:
 - the time from starting supervisord to every role answering `bxctl status`
   (asked in this process, as `bxctl status` asks: a `bxctl` process started
   every few milliseconds would take one of the machine's cores from the tree it
-  is timing, and run late by its own start-up), over the time a fresh Python process takes to load the model and run loopd's
-  self-test (the limit: the least any start can take, since a tree must start
+  is timing, and run late by its own start-up), over the time a fresh Python
+  process takes to load the model and run loopd's self-test (the limit: the least any start can take, since a tree must start
   loopd's process and import llama-cpp-python; printed beside it, the same load
   in this already warm process, the limit issue 18 first measured against);
 - the time of `bxctl chat --say` for a short reply (4 tokens) on a new session,

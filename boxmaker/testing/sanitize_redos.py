@@ -159,8 +159,8 @@ def growth(large: Callable[[], object], quarter: Callable[[], object]) -> float:
 
 def worst() -> tuple[float, float, str, str]:
     """The slowest scan of all: (seconds, its growth against its quarter, what, unit)."""
-    quarters = scans(SIZE // 4)  # in the same order as scans()
+    whole, quarters = scans(), scans(SIZE // 4)  # in the same order
     seconds, index, what, unit = max(
-        (best_of(scan), index, what, unit) for index, (what, unit, scan) in enumerate(scans())
+        (best_of(scan), index, what, unit) for index, (what, unit, scan) in enumerate(whole)
     )
-    return seconds, growth(scans()[index][2], quarters[index][2]), what, unit
+    return seconds, growth(whole[index][2], quarters[index][2]), what, unit
