@@ -30,6 +30,7 @@ from pathlib import Path
 
 from boxmaker.core.chat_format import GEMMA, Role
 from boxmaker.loopd.model import Generation
+from boxmaker.core.tool_calls import CallSyntax
 from boxmaker.loopd.tools import system_prompt
 
 SPECIAL = {
@@ -83,7 +84,7 @@ def _last_message(prompt: str) -> str:
     opener = f"{GEMMA.open_turn}{GEMMA.roles[Role.USER]}\n"
     body = prompt.rsplit(opener, 1)[-1]
     body = body.split(GEMMA.close_turn, 1)[0]
-    return body.removeprefix(system_prompt(tagged=False) + "\n\n")
+    return body.removeprefix(system_prompt(CallSyntax.BARE_JSON) + "\n\n")
 
 
 def demo_reply(prompt: str, workspace: Path) -> str:

@@ -15,9 +15,69 @@ from typing import Any
 import orjson
 
 from boxmaker.core.decisions import DenyReason
-from boxmaker.core.tool_calls import CLOSE, OPEN
+from boxmaker.core.tool_calls import CallSyntax
 
 CORE_TOOLS = ("clock", "find_tool", "call_tool")
+
+# The three core tools as a template's `tools` (the OpenAI function form every
+# chat template that writes a tools block reads); their `parameters` also type
+# the values of a call written in the XML syntax
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "clock",
+            "description": "Tell the current time (UTC).",
+            "parameters": {"type": "object", "properties": {}, "required": []},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "find_tool",
+            "description": "List the tools call_tool can run, with their arguments.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "words to look for"}},
+                "required": [],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "call_tool",
+            "description": "Run one of the tools find_tool lists. The owner's grants decide:"
+            " the call may be denied, or wait for the owner's approval.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "the tool's name"},
+                    "arguments": {"type": "object", "description": "the tool's arguments"},
+                },
+                "required": ["name", "arguments"],
+            },
+        },
+    },
+]
+SCHEMAS: dict[str, dict[str, Any]] = {t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS}
+
+_PATH = "/home/owner/notes/todo.md"
+# How a model is shown a call in its own syntax, where its prompt does not show it
+EXAMPLES: dict[CallSyntax, str] = {
+    CallSyntax.BARE_JSON: "reply with only a JSON object, for example: "
+    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}',
+    CallSyntax.TAGGED_JSON: "write <tool_call>"
+    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}'
+    "</tool_call>",
+    CallSyntax.XML: "write <tool_call>\n<function=call_tool>\n<parameter=name>\nread_file\n"
+    '</parameter>\n<parameter=arguments>\n{"path": "' + _PATH + '"}\n</parameter>\n'
+    "</function>\n</tool_call>",
+    CallSyntax.LLAMA3_JSON: "reply with only a JSON object, for example: "
+    '{"name": "call_tool", "parameters": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}',
+    CallSyntax.MISTRAL: "write [TOOL_CALLS]"
+    '[{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}]',
+}
 
 BROKER_TOOLS: dict[str, dict[str, Any]] = {
     "read_file": {
@@ -118,17 +178,11 @@ def find_tools(query: str) -> str:
     return orjson.dumps(found).decode()
 
 
-def system_prompt(tagged: bool) -> str:
-    """How the model is told to use its tools, in the form its template expects."""
-    example = (
-        '{"name": "call_tool", "arguments": {"name": "read_file",'
-        ' "arguments": {"path": "/home/owner/notes/todo.md"}}}'
-    )
-    how = (
-        f"To call a tool, write {OPEN}{example}{CLOSE}"
-        if tagged
-        else f"To call a tool, reply with only a JSON object, for example: {example}"
-    )
+def system_prompt(syntax: CallSyntax, prompt_teaches_syntax: bool = False) -> str:
+    """How the model is told to use its tools: the call syntax of its own dialect, and
+    only that one, unless its prompt (the template's tools block) already teaches it."""
+    example = EXAMPLES.get(syntax, EXAMPLES[CallSyntax.TAGGED_JSON])
+    how = "" if prompt_teaches_syntax else f"To call a tool, {example}\n"
     return (
         "You are a helpful assistant working for your owner on their own machine.\n"
         "You have three tools. clock (no arguments) tells the current time. "
@@ -137,5 +191,5 @@ def system_prompt(tagged: bool) -> str:
         "Every call_tool is decided by your owner's grants: it may be denied, or wait for "
         "the owner's approval. When a call is denied, tell the owner why in plain words.\n"
         + how
-        + "\nWhen you do not need a tool, just answer."
+        + "When you do not need a tool, just answer."
     )

@@ -75,7 +75,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from boxmaker.core.chat_format import ChatFormat, Role, Text, Tokens, Turn
+from boxmaker.core.chat_format import ChatFormat, Text, Tokens
+from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
@@ -85,6 +86,7 @@ from boxmaker.core.messages import (
     Event,
     FailedResponse,
     PendingApprovalResponse,
+    ReasoningEvent,
     ResultResponse,
     ToolCallStartedEvent,
     ToolDeniedEvent,
@@ -92,7 +94,9 @@ from boxmaker.core.messages import (
     ToolResultEvent,
     TurnDone,
 )
+from boxmaker.core.reasoning import ReasoningStream
 from boxmaker.core.reply_stream import ReplyStream
+from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
@@ -107,7 +111,7 @@ from boxmaker.loopd.session_log import (
     ToolEntry,
     UserEntry,
 )
-from boxmaker.loopd.tools import BROKER_TOOLS, denial_text, find_tools, system_prompt
+from boxmaker.loopd.tools import BROKER_TOOLS, SCHEMAS, denial_text, find_tools, system_prompt
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +127,17 @@ class TurnRefusedError(Exception):
 @dataclass(frozen=True)
 class TurnLimits:
     max_tool_calls: int = 8
-    max_tokens: int = 2048  # generated in one turn, all replies together
-    reply_tokens: int = 512  # one reply
+    max_tokens: int = 65_536  # generated in one turn, all replies together
+    reply_tokens: int = 16_384  # one reply
+    reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
+
+
+@dataclass(frozen=True)
+class _Reply:
+    ids: tuple[int, ...]
+    text: str  # all of it, reasoning included: what the log keeps
+    finished: bool
+    answer: str | None  # outside reasoning; None when the reply was cut off unfinished
 
 
 @dataclass(frozen=True)
@@ -139,7 +152,7 @@ class TurnLoop:
     def __init__(
         self,
         model: Model,
-        chat_format: ChatFormat,
+        chat_format: ChatFormat | Dialect,
         logs: SessionLogs,
         port: BrokerPort | None,
         limits: TurnLimits,
@@ -149,25 +162,31 @@ class TurnLoop:
         memory: MemoryPort | None = None,
     ) -> None:
         self._model = model
-        self._format = chat_format
-        self._tags = self._tags_for(chat_format, markers)
+        dialect = chat_format if isinstance(chat_format, Dialect) else from_format(chat_format)
+        self._dialect = dialect
+        self._tags = self._tags_for(dialect, markers)
         self._logs = logs
         self._port = port
         self._memory = memory
         self._limits = limits
         self._clock = clock
-        self._system = system_prompt(tagged=chat_format.name != "gemma")
+        self._system = system_prompt(dialect.teach, dialect.prompt_teaches_syntax)
         self._stop = self._stop_ids()
+        self._stretches: dict[str, Stretches] = {}  # each session's prompt, as rendered so far
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
     @staticmethod
-    def _tags_for(chat_format: ChatFormat, markers: Sequence[str]) -> tuple[str, ...]:
-        """What neutralising disarms: `markers` and the format's scaffolding (none when
-        `markers` is empty); ValueError for a tag that cannot be neutralised."""
+    def _tags_for(dialect: Dialect, markers: Sequence[str]) -> tuple[str, ...]:
+        """What neutralising disarms: `markers`, the dialect's scaffolding, its reasoning
+        markers and call openers (none when `markers` is empty); ValueError for a tag
+        that cannot be neutralised."""
         if not markers:
             return ()
-        tags = tuple(dict.fromkeys(t for t in (*markers, *chat_format.markers) if t))
+        reasoning = (dialect.reasoning.open, dialect.reasoning.close) if dialect.reasoning else ()
+        openers = (o for o in dialect.openers if o[:1] in "<[")
+        extra = (*dialect.markers, *reasoning, *openers)
+        tags = tuple(dict.fromkeys(t for t in (*markers, *extra) if t))
         neutralise("", tags)  # a tag with no bracket to disarm fails here, not in a turn
         return tags
 
@@ -180,7 +199,7 @@ class TurnLoop:
 
     def _stop_ids(self) -> set[int]:
         ids = set()
-        for text in self._format.stop:
+        for text in self._dialect.stop:
             tokens = self._model.tokenize(text, special=True)
             if len(tokens) == 1:
                 ids.add(tokens[0])
@@ -192,9 +211,10 @@ class TurnLoop:
 
     def prompt(self, session_log: SessionLog) -> list[int]:
         """The token ids of the next prompt for this session, rendered from its log."""
-        system = Turn(Role.SYSTEM, "\n\n".join((self._system, *session_log.memory)))
+        system = "\n\n".join((self._system, *session_log.memory))
+        cache = self._stretches.setdefault(session_log.path.stem, Stretches())
         ids: list[int] = []
-        for segment in self._format.render([system, *session_log.turns()]):
+        for segment in self._dialect.render(system, session_log.turns(), cache):
             if isinstance(segment, Tokens):
                 ids.extend(segment.ids)
             elif isinstance(segment, Text):
@@ -238,17 +258,9 @@ class TurnLoop:
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
             prompt = self.prompt(session_log)
-            stream = ReplyStream()
-
-            def on_text(piece: str, stream: ReplyStream = stream) -> None:
-                released = stream.feed(piece)
-                if released:
-                    emit(ContentEvent(text=released))
-
             try:
-                generation = self._model.generate(
-                    session, prompt, max_tokens=budget, stop=self._stop, on_text=on_text
-                )
+                last = budget == self._limits.max_tokens - generated
+                generation = self._reply(session, prompt, budget, last, emit)
             except ContextFullError:
                 return (
                     f"The conversation no longer fits the model's context ({len(prompt)} "
@@ -256,16 +268,12 @@ class TurnLoop:
                 )
             generated += len(generation.ids)
             session_log.append(ModelEntry(text=generation.text, ids=generation.ids))
-            if stream.text != generation.text:  # a model that broke on_text's contract
-                log.warning("event=streamed_text_differs session=%s", session)
             if not generation.finished and generated >= self._limits.max_tokens:
                 # cut off by the turn's bound: what it wrote is unfinished, not an answer,
                 # and what was held back (perhaps half a tool call) is not shown
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
-            rest = stream.finish()
-            if rest:
-                emit(ContentEvent(text=rest))
-            reply = parse_reply(generation.text)
+            assert generation.answer is not None
+            reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
             if not reply.calls:
                 return reply.content
             for call in reply.calls:
@@ -276,6 +284,69 @@ class TurnLoop:
                     )
                 calls += 1
                 self._tool(session, session_log, call, emit)
+
+    def _reply(
+        self, session: str, prompt: list[int], budget: int, last: bool, emit: Callable[[Event], None]
+    ) -> _Reply:
+        """One reply of the model, streamed as reasoning and content events while it is
+        written (`core.reasoning`, then `core.reply_stream`: what could still be a tool
+        call is held back). Past the reasoning budget, an open reasoning block is closed
+        (its closing marker appended, as the template spells it) and the model goes on
+        to answer: the reply is then its ids, the marker's and the rest, in order. A reply
+        cut off by the turn's bound (`last`) is no answer: what was held back is not sent."""
+        dialect = self._dialect
+        thinking = ReasoningStream(
+            dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.openers
+        )
+        answer = ReplyStream(dialect.syntax)
+
+        def on_text(piece: str) -> None:
+            reasoning, content = thinking.feed(piece)
+            if reasoning:
+                emit(ReasoningEvent(text=reasoning))
+            released = answer.feed(content) if content else ""
+            if released:
+                emit(ContentEvent(text=released))
+
+        ids: list[int] = []
+        texts: list[str] = []
+        finished = False
+        while True:
+            left = budget - len(ids)
+            step = left
+            if thinking.reasoning_open and dialect.reasoning is not None:
+                step = min(left, max(1, self._limits.reasoning_tokens - len(ids)))
+            generation = self._model.generate(
+                session, prompt + ids, max_tokens=step, stop=self._stop, on_text=on_text
+            )
+            ids += generation.ids
+            texts.append(generation.text)
+            finished = generation.finished
+            if finished or len(ids) >= budget or not generation.ids:
+                break
+            if thinking.reasoning_open and dialect.reasoning is not None:
+                if len(ids) >= self._limits.reasoning_tokens:  # the budget: close it
+                    close = dialect.reasoning.close
+                    log.info("event=reasoning_closed session=%s tokens=%d", session, len(ids))
+                    ids += self._model.tokenize(close, special=True)
+                    texts.append(close)
+                    on_text(close)
+        text = "".join(texts)
+        if thinking.text != text:  # a model that broke on_text's contract
+            log.warning("event=streamed_text_differs session=%s", session)
+        reasoning, content = thinking.finish()
+        if reasoning:
+            emit(ReasoningEvent(text=reasoning))
+        if last and not finished and len(ids) >= budget:
+            return _Reply(tuple(ids), text, finished, None)
+        released = answer.feed(content) if content else ""
+        rest = answer.finish()
+        if released + rest:
+            emit(ContentEvent(text=released + rest))
+        split = thinking.split()
+        if split.reasoning:
+            log.info("event=reasoning session=%s chars=%d", session, len(split.reasoning))
+        return _Reply(tuple(ids), text, finished, split.answer)
 
     def _tool(
         self,

@@ -32,6 +32,7 @@ from boxmaker.loopd import main as loopd_main
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply
 from boxmaker.loopd.session_log import SessionLogs
+from boxmaker.core.tool_calls import CallSyntax
 from boxmaker.loopd.tools import system_prompt
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home
@@ -44,7 +45,7 @@ WORKSPACE = Path("/srv/ws")
 def owner_prompt(text: str) -> str:
     """The first prompt of a session, as the Gemma format renders it."""
     return (
-        f"<bos><start_of_turn>user\n{system_prompt(tagged=False)}\n\n{text}<end_of_turn>\n"
+        f"<bos><start_of_turn>user\n{system_prompt(CallSyntax.BARE_JSON)}\n\n{text}<end_of_turn>\n"
         "<start_of_turn>model\n"
     )
 

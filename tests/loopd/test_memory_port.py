@@ -20,6 +20,7 @@ import pytest
 import tomli_w
 
 from boxmaker.core.chat_format import CHATML, GEMMA, ChatFormat
+from boxmaker.core.dialect import from_format
 from boxmaker.core.errors import ConfigError, ErrorCode
 from boxmaker.core.frames import encode_frame
 from boxmaker.core.layout import Home
@@ -164,7 +165,7 @@ def test_a_new_session_logs_the_block_neutralised_before_the_owner_and_the_model
     memory, user, _ = place.log_lines("n1")
     assert memory == {"type": "memory", "text": block}
     assert user == {"type": "user", "text": "hello"}
-    system = system_prompt(tagged=chat.name != "gemma")
+    system = system_prompt(from_format(chat).teach)
     assert model.prompt_text(0) == expected.format(system=system, block=block)
     # none of the block's tags reached the model as a tag: only the scaffolding is special
     prompt = model.prompts[0]
