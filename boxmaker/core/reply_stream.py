@@ -5,18 +5,28 @@ A reply arrives in pieces as the model writes it. Only when it ends does
 reply's content is that decision. While it is being written, what is streamed is
 the part of that content which nothing written next can change; everything that
 could still be (part of) a tool call is held back. The rules, for the text written
-so far, in the order they apply (`streamable`):
+so far in a given `CallSyntax`, in the order they apply (`streamable`):
 
-1. **A bare call is still possible: hold everything.** While the text has no
-   `<tool_call>` and, without its leading whitespace, is empty or could still open
-   a bare call (`{`, or a ``` fence, optionally `json`, then whitespace with a
-   newline, then `{`), nothing is streamed: such a reply is a tool call exactly
-   when it ends as one, and only its end can tell. Once `<tool_call>` appears the
-   reply is read as tagged and the bare form no longer applies.
-2. **Tagged calls are never streamed.** Each `<tool_call>` up to its `</tool_call>`
-   (or up to the end of the text, while it is still open) is left out, as
-   `parse_reply` leaves it out; so is a tail that could be the start of a
-   `<tool_call>` still being written (`<`, `<tool_`, ...).
+1. **A whole-reply call is still possible: hold everything.** Such a reply is a
+   tool call exactly when it ends as one, and only its end can tell, so nothing
+   is streamed while the text, without its leading whitespace,
+   - bare_json: is empty or could still open a bare call (`{`, or a ``` fence,
+     optionally `json`, then whitespace with a newline, then `{`);
+   - no syntax (the default): is so, and holds no `<tool_call>` (once one
+     appears the reply is read as tagged_json and the bare form no longer
+     applies);
+   - llama3_json: is empty, starts with `{`, or is the start of
+     `<|python_tag|>` or anything after one.
+   Once it can no longer be one, a bare_json or llama3_json reply is all content.
+2. **Calls are never streamed.** Each call is left out, as `parse_reply` leaves
+   it out, from its opener to its closer, or to the end of the text while it is
+   still open:
+   - tagged_json, xml and the default: `<tool_call>` to `</tool_call>`;
+   - deepseek_r1: `<｜tool▁calls▁begin｜>` to `<｜tool▁calls▁end｜>`;
+   - gemma4: `<|tool_call>` to `<tool_call|>`;
+   - mistral: `[TOOL_CALLS]` and everything after it, to the end of the reply.
+   So is a tail that could be the start of an opener still being written (`<`,
+   `<tool_`, `[TOOL_`, ...).
 3. **Whitespace at the edges waits.** The content is stripped, so leading
    whitespace is never streamed, and trailing whitespace waits for what follows
    it: streamed before more content, dropped if the reply ends there.
@@ -30,11 +40,21 @@ Pieces are text: the model holds back an incomplete UTF-8 byte sequence until it
 is complete, and the turn markers are token ids that end the reply (or render as
 nothing) before any text is made, so a piece never holds part of a character or
 of a marker.
-"""
+"""  # noqa: RUF002 (DeepSeek's markers are full-width)
 
 from __future__ import annotations
 
-from boxmaker.core.tool_calls import CLOSE, OPEN, parse_reply
+from collections.abc import Mapping
+from typing import Any
+
+from boxmaker.core.tool_calls import (
+    CLOSERS,
+    OPEN,
+    PYTHON_TAG,
+    CallSyntax,
+    call_openers,
+    parse_reply,
+)
 
 _FENCE = "```"
 _FENCE_LANGUAGE = "json"
@@ -63,42 +83,67 @@ def _could_open_bare_call(text: str) -> bool:
     return False
 
 
-def _held_tail(text: str) -> int:
-    """The length of the longest tail of `text` that is a proper start of `<tool_call>`."""
-    for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
-        if OPEN.startswith(text[-size:]):
+def _could_open_llama_call(text: str) -> bool:
+    """Whether `text` (no leading whitespace) could still grow into a Llama 3 tool call."""
+    return text.startswith(("{", PYTHON_TAG)) or PYTHON_TAG.startswith(text)
+
+
+def _whole_reply_possible(text: str, syntax: CallSyntax | None) -> bool:
+    """Rule 1, for `text`, the reply so far."""
+    if syntax is None:
+        return OPEN not in text and _could_open_bare_call(text.lstrip())
+    if syntax is CallSyntax.BARE_JSON:
+        return _could_open_bare_call(text.lstrip())
+    if syntax is CallSyntax.LLAMA3_JSON:
+        return _could_open_llama_call(text.lstrip())
+    return False
+
+
+def _held_tail(text: str, opener: str) -> int:
+    """The length of the longest tail of `text` that is a proper start of `opener`."""
+    for size in range(min(len(opener) - 1, len(text)), 0, -1):
+        if opener.startswith(text[-size:]):
             return size
     return 0
 
 
-def _outside_calls(text: str) -> str:
-    """`text` without its tagged calls (rule 2), open or closed, nor a tail that may open one."""
+def _outside_calls(text: str, opener: str) -> str:
+    """`text` without its calls (rule 2), open or closed, nor a tail that may open one."""
+    closer = CLOSERS[opener]
     parts: list[str] = []
     at = 0
     while True:
-        start = text.find(OPEN, at)
+        start = text.find(opener, at)
         if start < 0:
             rest = text[at:]
-            parts.append(rest[: len(rest) - _held_tail(rest)])
+            parts.append(rest[: len(rest) - _held_tail(rest, opener)])
             return "".join(parts)
         parts.append(text[at:start])
-        end = text.find(CLOSE, start + len(OPEN))
-        if end < 0:  # still open: it runs to the end of what is written
+        if closer is None or (end := text.find(closer, start + len(opener))) < 0:
+            # still open: it runs to the end of what is written
             return "".join(parts)
-        at = end + len(CLOSE)
+        at = end + len(closer)
 
 
-def streamable(text: str) -> str:
+def streamable(text: str, syntax: CallSyntax | None = None) -> str:
     """The part of the reply's content that `text`, the reply so far, already fixes."""
-    if OPEN not in text and _could_open_bare_call(text.lstrip()):
+    if _whole_reply_possible(text, syntax):
         return ""  # rule 1
-    return _outside_calls(text).strip()  # rules 2 and 3
+    if syntax is CallSyntax.BARE_JSON or syntax is CallSyntax.LLAMA3_JSON:
+        return text.strip()  # rule 3
+    (opener,) = call_openers(syntax or CallSyntax.TAGGED_JSON)
+    return _outside_calls(text, opener).strip()  # rules 2 and 3
 
 
 class ReplyStream:
     """One reply's content, released as the model's text arrives (see the rules above)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        syntax: CallSyntax | None = None,
+        schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.syntax, self.schemas = syntax, schemas
         self.text = ""  # everything fed so far
         self._sent = 0  # how much of the content has been released
 
@@ -107,14 +152,14 @@ class ReplyStream:
         if not piece:
             return ""
         self.text += piece
-        ready = streamable(self.text)
+        ready = streamable(self.text, self.syntax)
         released = ready[self._sent :]
         self._sent = max(self._sent, len(ready))
         return released
 
     def finish(self) -> str:
         """The reply has ended: the rest of its content (maybe "")."""
-        content = parse_reply(self.text).content
+        content = parse_reply(self.text, self.syntax, self.schemas).content
         rest = content[self._sent :]
         self._sent = len(content)
         return rest

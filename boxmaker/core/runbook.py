@@ -32,6 +32,7 @@ class Runbook(StrEnum):
     LOOPD_BUSY = "loopd-busy"
     LOOPD_SELFTEST_FAILED = "loopd-selftest-failed"
     LOOPD_TAGS_UNEXPECTED = "loopd-tags-unexpected"
+    LOOPD_TEMPLATE_REFUSED = "loopd-template-refused"
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"

@@ -59,6 +59,12 @@ from typing import Any
 
 from boxmaker.core.chat_format import Role, Segment, Text, Tokens, Turn
 from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
+
+
+class TemplateUnusableError(TemplateError):
+    """The template renders, but not so that loopd can follow it (rules 1 to 4): a
+    hand-written format may stand in (the template's own failures are TemplateError)."""
+
 from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
 
 FENCE = "\x1f"
@@ -128,7 +134,7 @@ class TemplatePrompt:
         self._schemas = schemas
         nonce = next((n for n in _NONCES if n not in template.source), None)
         if nonce is None:
-            raise TemplateError("the template spells every sentinel loopd could use")
+            raise TemplateUnusableError("the template spells every sentinel loopd could use")
         self._nonce = nonce
         self._slot = re.compile(
             rf"(?P<lead>{re.escape(FENCE)}|{re.escape(FENCE_JSON)})?"
@@ -184,12 +190,12 @@ class TemplatePrompt:
         if after is not None:
             marks = [m for m in self._reply.finditer(rendered) if int(m.group(1)) == after]
             if len(marks) != 1:
-                raise TemplateError(
+                raise TemplateUnusableError(
                     f"the template wrote an earlier reply {len(marks)} times, not once"
                 )
             rendered = rendered[marks[0].end() :]
         if self._reply.search(rendered):
-            raise TemplateError("the template wrote a reply where loopd cannot replay it")
+            raise TemplateUnusableError("the template wrote a reply where loopd cannot replay it")
         return self._split(rendered, slots)
 
     def _split(self, rendered: str, slots: Mapping[int, str]) -> list[Segment]:
@@ -200,14 +206,14 @@ class TemplatePrompt:
                 segments.append(Text(rendered[at : match.start()], special=True))
             text = slots.get(int(match.group("n")))
             if text is None:
-                raise TemplateError("the template wrote a slot of no message")
+                raise TemplateUnusableError("the template wrote a slot of no message")
             segments.append(Text(_transformed(text, match)))
             at = match.end()
         if at < len(rendered):
             segments.append(Text(rendered[at:], special=True))
         scaffolding = "".join(s.text for s in segments if isinstance(s, Text) and s.special)
         if self._nonce in self._reply.sub("", scaffolding):
-            raise TemplateError("the template changes message text in a way loopd cannot follow")
+            raise TemplateUnusableError("the template changes message text in a way loopd cannot follow")
         return segments
 
     def _render(
@@ -291,8 +297,8 @@ class TemplatePrompt:
         """What the template does (the facts); TemplateError when it cannot be used."""
         sample = [Turn(Role.USER, "u")]
         system_role = self._works(sample, system_role=True, tool_role=True)
-        if not system_role and not self._works(sample, system_role=False, tool_role=True):
-            raise TemplateError(self._why(sample, system_role=False, tool_role=True))
+        if not system_role:  # the fallback must work, or its failure is the answer
+            self._check(sample, system_role=False, tool_role=True, slot=None)
         with_tool = [
             Turn(Role.USER, "u"),
             Turn(Role.MODEL, "m"),
@@ -301,12 +307,8 @@ class TemplatePrompt:
         # the system text may be written with the last user turn only (Mistral Nemo): here
         # only the tool result's own slot must come out
         tool_role = self._works(with_tool, system_role=system_role, tool_role=True, slot=-1)
-        if not tool_role and not self._works(
-            with_tool, system_role=system_role, tool_role=False, slot=-1
-        ):
-            raise TemplateError(
-                self._why(with_tool, system_role=system_role, tool_role=False, slot=-1)
-            )
+        if not tool_role:
+            self._check(with_tool, system_role=system_role, tool_role=False, slot=-1)
         messages, slots = self._messages("s", sample, system_role=system_role, tool_role=tool_role)
         plain = self._render(messages, tools=None, generation=True)
         with_tools = self._render(messages, tools=self._tools, generation=True)
@@ -340,15 +342,6 @@ class TemplatePrompt:
             return False
         return True
 
-    def _why(
-        self, turns: list[Turn], *, system_role: bool, tool_role: bool, slot: int | None = None
-    ) -> str:
-        try:
-            self._check(turns, system_role=system_role, tool_role=tool_role, slot=slot)
-        except TemplateError as exc:
-            return str(exc)
-        return "the template cannot be followed"  # pragma: no cover - _works said it failed
-
     def _check(
         self, turns: list[Turn], *, system_role: bool, tool_role: bool, slot: int | None
     ) -> None:
@@ -361,7 +354,7 @@ class TemplatePrompt:
             found = {int(m.group("n")) for m in self._slot.finditer(rendered)}
             missing = sorted(wanted - found)
             if missing:
-                raise TemplateError(f"the template leaves out message text (slot {missing[0]})")
+                raise TemplateUnusableError(f"the template leaves out message text (slot {missing[0]})")
             self._split(rendered, slots)
 
     def _close_reply(self, system_role: bool, tool_role: bool) -> str:
@@ -370,7 +363,7 @@ class TemplatePrompt:
         rendered = self._render(messages, tools=self._tools, generation=True)
         mark = self._reply.search(rendered)
         if mark is None:
-            raise TemplateError("the template leaves out the model's reply")
+            raise TemplateUnusableError("the template leaves out the model's reply")
         after = self._split(rendered[mark.end() :], slots)
         first = after[0] if after else None
         return first.text if isinstance(first, Text) and first.special else ""
@@ -437,7 +430,7 @@ def _transformed(text: str, match: re.Match[str]) -> str:
     elif probe == PROBE_JSON:
         escape = True
     else:
-        raise TemplateError("the template changes message text in a way loopd cannot follow")
+        raise TemplateUnusableError("the template changes message text in a way loopd cannot follow")
     if match.group("lead") is None:
         text = text.lstrip()
     if match.group("trail") is None:

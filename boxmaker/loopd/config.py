@@ -5,15 +5,21 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 `/var/lib/boxmaker`. An absent or empty socket path means its default under home.
 
     [paths]   home
-    [model]   path ("" = the embedded default model), template ("auto", "gemma",
-              "chatml", "llama3", "phi3", "mistral": `boxmaker.core.chat_format`),
-              context, threads, max_tokens, temperature, top_p, top_k,
-              repeat_penalty, seed
+    [model]   path ("" = the embedded default model), template ("auto": the model
+              file's own chat template, else the hand-written format its markers
+              name; or one of "gemma", "chatml", "llama3", "phi3", "mistral":
+              `boxmaker.core.chat_format`), context, threads, max_tokens (one
+              reply, 16,384), reasoning_tokens (of a reply's reasoning, 8,192:
+              past it loopd closes the block), thinking (true: the template's
+              `enable_thinking`), temperature, top_p, top_k, repeat_penalty
+              (unset: the model family's defaults, `boxmaker.core.sampling`), seed
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
     [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
               memory block), timeout_ms (each request to memoryd, at least 1)
     [sockets] loop, group_access
-    [turn]    max_tool_calls, max_tokens
+    [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536)
+
+Reply and turn budgets never pass the context: loopd caps them at `context`.
 """
 
 from __future__ import annotations
@@ -43,11 +49,14 @@ class ModelSection(Section):
     template: Literal["auto", "gemma", "chatml", "llama3", "phi3", "mistral"] = "auto"
     context: int = Field(default=4096, ge=256)
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
-    max_tokens: int = Field(default=512, ge=1)
-    temperature: float = Field(default=0.7, ge=0.0)
-    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
-    top_k: int = Field(default=40, ge=0)
-    repeat_penalty: float = Field(default=1.1, gt=0.0)
+    max_tokens: int = Field(default=16_384, ge=1)
+    reasoning_tokens: int = Field(default=8_192, ge=1)
+    thinking: bool = True
+    # unset: the model family's own defaults (`boxmaker.core.sampling`)
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
+    repeat_penalty: float | None = Field(default=None, gt=0.0)
     seed: int = Field(default=-1)
 
 
@@ -70,7 +79,7 @@ class SocketsSection(Section):
 
 class TurnSection(Section):
     max_tool_calls: int = Field(default=8, ge=0)
-    max_tokens: int = Field(default=2048, ge=1)
+    max_tokens: int = Field(default=65_536, ge=1)
 
 
 class LoopdConfig(RoleSettingsBase):

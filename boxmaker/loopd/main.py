@@ -35,13 +35,8 @@ from functools import partial
 from pathlib import Path
 
 from boxmaker import __version__
-from boxmaker.core.chat_format import (
-    GEMMA,
-    KNOWN_FORMATS,
-    ChatFormat,
-    format_for,
-    missing_markers,
-)
+from boxmaker.core.chat_format import GEMMA, ChatFormat
+from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import StartupError
 from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
@@ -52,6 +47,7 @@ from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
+from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_dialect, choose_format, self_test
 from boxmaker.loopd.markers import (
     Marker,
     build_markers,
@@ -64,7 +60,8 @@ from boxmaker.loopd.markers import (
     unlisted,
 )
 from boxmaker.loopd.memory_port import MemoryPort
-from boxmaker.loopd.model import LlamaModel, Model, Sampling, embedded_model_path
+from boxmaker.core.sampling import sampling_for
+from boxmaker.loopd.model import LlamaModel, Model, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.probe_cache import (
     TAGS_RECORD,
@@ -80,45 +77,7 @@ from boxmaker.loopd.turn import TurnLimits, TurnLoop
 
 log = logging.getLogger("loopd")
 
-SELFTEST_POINTER = Runbook.LOOPD_SELFTEST_FAILED.pointer
 TAGS_POINTER = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
-
-
-def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
-    """`[model] template`, or for "auto" the family of the model file's own template;
-    StartupError naming the key when there is none, or the vocabulary lacks a marker."""
-    name = config.model.template
-    if name == "auto" and not config.model.path and model.chat_template is None:
-        name = "gemma"  # the embedded default is the base Gemma 3, with no template
-    choices = ", ".join(f'"{known}"' for known in KNOWN_FORMATS)
-    chosen = format_for(name, model.chat_template)
-    if chosen is None:
-        raise StartupError(
-            "the model file names no chat template loopd knows; set [model] template "
-            f"in loopd.toml to one of {choices}; {SELFTEST_POINTER}"
-        )
-    missing = missing_markers(chosen, partial(model.tokenize, special=True))
-    if missing:
-        raise StartupError(
-            f"the model's vocabulary has no single token for the {chosen.name} "
-            f"marker{'s' if len(missing) > 1 else ''} {', '.join(missing)}: it is not "
-            f"a {chosen.name} model; set [model] template in loopd.toml to its own "
-            f"format, one of {choices}; {SELFTEST_POINTER}"
-        )
-    return chosen
-
-
-def self_test(model: Model, chat_format: ChatFormat) -> list[str]:
-    """Each scaffolding tag must be one token as a tag and several as ordinary text."""
-    problems = []
-    for tag in sorted(chat_format.markers):
-        as_tag = model.tokenize(tag, special=True)
-        as_text = model.tokenize(tag, special=False)
-        if len(as_tag) != 1:
-            problems.append(f"{tag!r} is {len(as_tag)} tokens as a tag, not 1")
-        if len(as_text) < 2:
-            problems.append(f"{tag!r} as ordinary text is a single token: text could forge it")
-    return problems
 
 
 TagCheck = Future[tuple[tuple[Marker, ...], list[str]]]
@@ -143,7 +102,7 @@ def start_tag_check(config: LoopdConfig) -> TagCheck:
         pool.shutdown(wait=False)
 
 
-def check_tags(model: LlamaModel, chat_format: ChatFormat, started: TagCheck | None = None) -> None:
+def check_tags(model: LlamaModel, chat_format: ChatFormat | Dialect, started: TagCheck | None = None) -> None:
     """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
     one line naming the first few problems, when it fails. With `started`, its heavy
     part is the one `start_tag_check` ran, for the same markers as the model's."""
@@ -180,7 +139,7 @@ def check_marker_list(config: LoopdConfig) -> int:
     return len(markers)
 
 
-def check_required_tags(model: LlamaModel, chat_format: ChatFormat) -> None:
+def check_required_tags(model: LlamaModel, chat_format: ChatFormat | Dialect) -> None:
     """The cheap part of the marker self-test, for a start whose heavy part is remembered
     (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
     problems = unlisted(model.markers, format_markers(chat_format))
@@ -234,18 +193,21 @@ def probe(
 def load_model(config: LoopdConfig) -> LlamaModel:
     path = model_path(config)
     settings = config.model
-    return LlamaModel(
+    owner = {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "repeat_penalty": settings.repeat_penalty,
+    }
+    model = LlamaModel(
         path,
         context=settings.context,
         threads=settings.threads,
         seed=settings.seed,
-        sampling=Sampling(
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            top_k=settings.top_k,
-            repeat_penalty=settings.repeat_penalty,
-        ),
+        sampling=sampling_for(None, **owner),
     )
+    model.sampling = sampling_for(model.architecture, **owner)  # the family's, once known
+    return model
 
 
 def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
@@ -257,7 +219,8 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
     model = load_model(config)
-    chat_format = choose_format(config, model)
+    chat_format, chosen = choose_dialect(config, model)
+    log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
     problems = self_test(model, chat_format)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
@@ -271,11 +234,7 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
         except OSError as exc:  # the next start checks again: slower, never weaker
             log.warning("event=tags_not_remembered %s", exc)
     detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
-    limits = TurnLimits(
-        max_tool_calls=config.turn.max_tool_calls,
-        max_tokens=config.turn.max_tokens,
-        reply_tokens=config.model.max_tokens,
-    )
+    limits = turn_limits(config)
     markers = tuple(m.text for m in model.markers)
     memory_socket = config.memory_socket
     memory = None
@@ -285,6 +244,17 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
         memory = MemoryPort(memory_socket, config.memory.timeout_ms)
     return serve_turns(
         config, model, chat_format, config.loop_socket, detail, limits, markers, memory
+    )
+
+
+def turn_limits(config: LoopdConfig) -> TurnLimits:
+    """`[turn]` and `[model]`'s budgets, none past the context."""
+    context = config.model.context
+    return TurnLimits(
+        max_tool_calls=config.turn.max_tool_calls,
+        max_tokens=min(config.turn.max_tokens, context),
+        reply_tokens=min(config.model.max_tokens, context),
+        reasoning_tokens=min(config.model.reasoning_tokens, context),
     )
 
 
@@ -303,7 +273,7 @@ def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
 def serve_turns(
     config: LoopdConfig,
     model: Model,
-    chat_format: ChatFormat,
+    chat_format: ChatFormat | Dialect,
     socket_path: Path,
     detail: str,
     limits: TurnLimits,

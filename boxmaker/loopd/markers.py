@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from boxmaker.core.chat_format import ChatFormat
+from boxmaker.core.dialect import Dialect
 from boxmaker.core.marker_shapes import is_marker_shaped
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.sanitize.tags import (
@@ -172,7 +173,7 @@ def _user_defined_reasons(
     return reasons
 
 
-def format_markers(chat_format: ChatFormat) -> list[str]:
+def format_markers(chat_format: ChatFormat | Dialect) -> list[str]:
     """The chat format's own markers (`ChatFormat.markers`: begin of text, open and
     close of a turn, role and header markers where the format has them, stops)."""
     return list(chat_format.markers)

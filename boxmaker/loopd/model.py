@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.layout import Home
+from boxmaker.core.sampling import Sampling
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
+
+__all__ = ["ContextFullError", "Generation", "LlamaModel", "Model", "Sampling"]
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +74,6 @@ class Model(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    repeat_penalty: float = 1.1
-
-
 class LlamaModel:
     """A GGUF model run in-process by llama-cpp-python."""
 
@@ -110,12 +105,33 @@ class LlamaModel:
         )
         threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
         weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
-        template = self._llm.metadata.get("tokenizer.chat_template")
+        metadata = self._llm.metadata
+        template = metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
+        architecture = metadata.get("general.architecture")
+        self.architecture: str | None = architecture if isinstance(architecture, str) else None
+        self.bos_text = self._special_text(self._llm.token_bos())
+        self.eos_text = self._special_text(self._llm.token_eos())
+        self.add_bos = str(metadata.get("tokenizer.ggml.add_bos_token")) == "true"
         # every token text could produce that is not plain text (docs/markers.md)
         vocabulary = LlamaVocabulary(self._llm)
         self.markers: tuple[Marker, ...] = build_markers(vocabulary)
         self.plain_tokens = tuple(plain_user_defined(vocabulary, self.markers))
+
+    @property
+    def sampling(self) -> Sampling:
+        return self._sampling
+
+    @sampling.setter
+    def sampling(self, sampling: Sampling) -> None:
+        self._sampling = sampling
+
+    def _special_text(self, token: int) -> str:
+        """A special token's text ("" for none, as llama.cpp writes -1)."""
+        if token < 0:
+            return ""
+        data: bytes = self._llm.detokenize([token], special=True)
+        return data.decode("utf-8", errors="replace")
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         with self._lock:

@@ -36,7 +36,9 @@ class Llama:
         return 256
     def token_eos(self):
         return 1
-    def detokenize(self, ids, prev_tokens=None):
+    def token_bos(self):
+        return -1
+    def detokenize(self, ids, prev_tokens=None, special=False):
         return b"x" * len(ids)
 """
 
