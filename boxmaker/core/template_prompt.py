@@ -368,6 +368,9 @@ class TemplatePrompt:
         first = after[0] if after else None
         return first.text if isinstance(first, Text) and first.special else ""
 
+    def _read_back(self, before: str, after: str) -> CallSyntax | None:
+        return _read_back_in(before, after, self._schemas)
+
     def _call_syntax(self, system_role: bool, tool_role: bool) -> tuple[CallSyntax | None, bool]:
         """The syntax that reads back the call the template writes (None: it writes none),
         and whether it wanted the call's arguments as JSON text."""
@@ -392,18 +395,35 @@ class TemplatePrompt:
                 )
             except TemplateError:
                 continue
-            added = _added(without, written)
-            if added is None or not added.strip():
-                continue
-            for syntax in CallSyntax:
-                reply = parse_reply(added, syntax, self._schemas)
-                if len(reply.calls) == 1 and _same_call(reply.calls[0], SAMPLE_CALL):
-                    return syntax, as_text
+            found = self._read_back(without, written)
+            if found is not None:
+                return found, as_text
         return None, False
 
 
-def _added(before: str, after: str) -> str | None:
-    """What `after` has that `before` does not, where it differs by one inserted stretch."""
+WIDEN = 24  # characters a diff's edges may have cut from a call's markers
+
+
+def _read_back_in(
+    before: str, after: str, schemas: Mapping[str, Mapping[str, Any]] | None
+) -> CallSyntax | None:
+    """The syntax that reads the call `after` adds to `before` back as SAMPLE_CALL. The
+    inserted stretch a diff finds may have lost characters its edges share with what
+    surrounds it (`<` of `<tool_call>`), so it is widened a character at a time."""
+    start, end = _added(before, after)
+    for widen in range(WIDEN + 1):
+        text = after[max(0, start - widen) : min(len(after), end + widen)]
+        if not text.strip():
+            continue
+        for syntax in CallSyntax:
+            reply = parse_reply(text, syntax, schemas)
+            if len(reply.calls) == 1 and _same_call(reply.calls[0], SAMPLE_CALL):
+                return syntax
+    return None
+
+
+def _added(before: str, after: str) -> tuple[int, int]:
+    """Where `after` differs from `before`: the start and end of its inserted stretch."""
     start = 0
     while start < min(len(before), len(after)) and before[start] == after[start]:
         start += 1
@@ -413,7 +433,7 @@ def _added(before: str, after: str) -> str | None:
         and before[len(before) - 1 - end] == after[len(after) - 1 - end]
     ):
         end += 1
-    return after[start : len(after) - end]
+    return start, len(after) - end
 
 
 def _same_call(call: object, expected: Mapping[str, Any]) -> bool:
