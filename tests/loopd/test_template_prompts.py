@@ -214,7 +214,8 @@ def test_the_call_a_template_writes_reads_back_as_that_call(
         call = {**structured_call(prompt), "content": ""}
         written = own(prompt, [*history(prompt), call], generation=False)
     opener, closer = CALL_EDGES[syntax]
-    start = written.index(opener, len(own(prompt, history(prompt), generation=False)))
+    start = written.find(opener, len(own(prompt, history(prompt), generation=False)))
+    start = start if start >= 0 else written.rindex(opener)  # Mistral: the history shrank
     end = written.index(closer, start) + (len(closer) if closer not in ENDS else 0)
     (call,) = parse_reply(written[start:end], syntax, SCHEMAS).calls
     assert isinstance(call, ToolCall)
