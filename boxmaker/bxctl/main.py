@@ -39,6 +39,7 @@ COMMAND_MODULES = {
     "install": "install_cmd",
     "sanitize": "sanitize_cmd",
     "memory": "memory_cmd",
+    "model": "model_cmd",
 }
 
 

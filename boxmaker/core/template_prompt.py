@@ -128,8 +128,8 @@ class TemplatePrompt:
     ) -> None:
         self.template = template
         self._bos, self._eos, self._add_bos = bos, eos, add_bos
-        self._tools = tools
-        self._now = now
+        self.tools = tools
+        self.now = now
         self._thinking = thinking
         self._schemas = schemas
         nonce = next((n for n in _NONCES if n not in template.source), None)
@@ -186,7 +186,7 @@ class TemplatePrompt:
         messages, slots = self._messages(
             system, turns[:end], system_role=self.facts.system_role, tool_role=self.facts.tool_role
         )
-        rendered = self._render(messages, tools=self._tools, generation=True)
+        rendered = self._render(messages, tools=self.tools, generation=True)
         if after is not None:
             marks = [m for m in self._reply.finditer(rendered) if int(m.group(1)) == after]
             if len(marks) != 1:
@@ -229,7 +229,7 @@ class TemplatePrompt:
             add_generation_prompt=generation,
             bos_token=self._bos,
             eos_token=self._eos,
-            now=self._now(),
+            now=self.now(),
             extra={"enable_thinking": self._thinking},
         )
 
@@ -311,7 +311,7 @@ class TemplatePrompt:
             self._check(with_tool, system_role=system_role, tool_role=False, slot=-1)
         messages, slots = self._messages("s", sample, system_role=system_role, tool_role=tool_role)
         plain = self._render(messages, tools=None, generation=True)
-        with_tools = self._render(messages, tools=self._tools, generation=True)
+        with_tools = self._render(messages, tools=self.tools, generation=True)
         tail = self._split(with_tools, slots)[-1]
         generation_tail = tail.text if isinstance(tail, Text) and tail.special else ""
         reasoning = next(
@@ -350,7 +350,7 @@ class TemplatePrompt:
         messages, slots = self._messages("s", turns, system_role=system_role, tool_role=tool_role)
         wanted = set(slots) if slot is None else {sorted(slots)[slot]}
         for generation in (True, False):
-            rendered = self._render(messages, tools=self._tools, generation=generation)
+            rendered = self._render(messages, tools=self.tools, generation=generation)
             found = {int(m.group("n")) for m in self._slot.finditer(rendered)}
             missing = sorted(wanted - found)
             if missing:
@@ -360,7 +360,7 @@ class TemplatePrompt:
     def _close_reply(self, system_role: bool, tool_role: bool) -> str:
         turns = [Turn(Role.USER, "u"), Turn(Role.MODEL, "m"), Turn(Role.USER, "v")]
         messages, slots = self._messages("s", turns, system_role=system_role, tool_role=tool_role)
-        rendered = self._render(messages, tools=self._tools, generation=True)
+        rendered = self._render(messages, tools=self.tools, generation=True)
         mark = self._reply.search(rendered)
         if mark is None:
             raise TemplateUnusableError("the template leaves out the model's reply")
@@ -386,11 +386,11 @@ class TemplatePrompt:
             }
             try:
                 without = self._render(
-                    [*base, {"role": "assistant", "content": ""}], tools=self._tools, generation=False
+                    [*base, {"role": "assistant", "content": ""}], tools=self.tools, generation=False
                 )
                 written = self._render(
                     [*base, {"role": "assistant", "content": "", "tool_calls": [call]}],
-                    tools=self._tools,
+                    tools=self.tools,
                     generation=False,
                 )
             except TemplateError:

@@ -1,5 +1,5 @@
-"""loopd's console script: `loopd serve`, `loopd probe`, `loopd tags` and `loopd demo`,
-each `--config PATH`.
+"""loopd's console script: `loopd serve`, `loopd probe`, `loopd tags`, `loopd check PATH`
+and `loopd demo`, each `--config PATH`.
 
 `serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
 it and generate a few tokens, so a build or model that crashes is reported in
@@ -328,6 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "probe", help="load the model in a child process and generate a few tokens"
     )
     check.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
+    checking = commands.add_parser(
+        "check", help="what loopd would do with a GGUF file (bxctl model check runs this)"
+    )
+    checking.add_argument("path", type=Path, help="the GGUF model file")
+    checking.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
     walk = commands.add_parser(
         "demo", help="serve a socket of its own with the scripted demo model (scripts/demo)"
     )
@@ -352,6 +357,10 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
         return 0
     if args.command == "tags":
         return print_tags(config)
+    if args.command == "check":
+        from boxmaker.loopd.model_check import run_check  # llama-cpp-python, only here
+
+        return run_check(args.path.absolute(), config)
     if args.command == "demo":
         return demo(config, args.socket.absolute(), args.workspace.absolute())
     return serve(config)

@@ -1,0 +1,213 @@
+"""`loopd check PATH` (and `bxctl model check PATH`, which runs it): what loopd would do
+with a GGUF file, before the owner switches the tree to it.
+
+I/O: reads the file's vocabulary and metadata alone (llama-cpp-python's `vocab_only`
+load: no weights, seconds even for a 35B model) and prints. It starts nothing and
+writes nothing. One line per fact, `name: value`; a line loopd would refuse to
+start on reads `problem: ...` and ends with its runbook pointer. The facts:
+
+    model            the path
+    architecture     general.architecture, and the trained context (<arch>.context_length)
+    chat template    found and used; or the hand-written format that stands in, and why
+    dialect          the call syntax, the reasoning markers and whether the prompt opens them
+    markers          how many, and the marker self-test (every marker one token, its
+                     neutralised form several) and the dialect's self-test
+    prompt           loopd's prompt for a sample conversation against the template's own
+                     rendering: identical, or where they first differ (rule 4 of
+                     core.template_prompt, earlier replies replayed as written, says why)
+    memory           the weights (the file's size) and the KV cache per 1,000 tokens of
+                     context at f16, counted over the layers that have one (a hybrid
+                     model's recurrent layers hold a fixed state instead)
+
+Exit status 0 when loopd would start on the file, 1 when it would not, 2 when the
+file cannot be read at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from boxmaker.core.chat_format import Role, Turn
+from boxmaker.core.errors import StartupError
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.template_prompt import TemplatePrompt
+from boxmaker.core.template_sandbox import TemplateError
+from boxmaker.loopd.config import LoopdConfig
+from boxmaker.loopd.dialects import choose_dialect, self_test, template_prompt
+from boxmaker.loopd.markers import (
+    LlamaVocabulary,
+    build_markers,
+    format_markers,
+    marker_problems,
+    plain_user_defined,
+    unlisted,
+)
+from boxmaker.loopd.model import Generation
+
+SAMPLE_SYSTEM = "You are a helpful assistant."
+SAMPLE = [
+    Turn(Role.USER, "What is on my list today?"),
+    Turn(Role.MODEL, "Your list has three items."),
+    Turn(Role.USER, "Thanks."),
+]
+
+
+class VocabularyModel:
+    """The `Model` the dialect needs, over a file's vocabulary alone: it cannot generate."""
+
+    def __init__(self, path: Path) -> None:
+        import llama_cpp
+
+        self._llm: Any = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        self.vocabulary = LlamaVocabulary(self._llm)
+        self.metadata: dict[str, str] = dict(self._llm.metadata)
+        template = self.metadata.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+        self.bos_text = self._special(self._llm.token_bos())
+        self.eos_text = self._special(self._llm.token_eos())
+        self.add_bos = str(self.metadata.get("tokenizer.ggml.add_bos_token")) == "true"
+        self.markers = build_markers(self.vocabulary)
+
+    def _special(self, token: int) -> str:
+        if token < 0:
+            return ""
+        data: bytes = self._llm.detokenize([token], special=True)
+        return data.decode("utf-8", errors="replace")
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.vocabulary.tokenize(text, special=special)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        data: bytes = self._llm.detokenize(list(ids), special=True)
+        return data.decode("utf-8", errors="replace")
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+    ) -> Generation:
+        raise RuntimeError("a vocabulary loaded alone cannot generate")
+
+
+def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
+    """The f16 KV cache one token of context takes, over the layers with attention."""
+    arch = metadata.get("general.architecture", "")
+
+    def number(key: str) -> int | None:
+        value = metadata.get(f"{arch}.{key}")
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    layers = number("block_count")
+    heads = number("attention.head_count")
+    kv_heads = number("attention.head_count_kv") or heads
+    embedding = number("embedding_length")
+    key = number("attention.key_length") or (embedding // heads if embedding and heads else None)
+    value = number("attention.value_length") or key
+    if not layers or not kv_heads or not key or not value:
+        return None
+    interval = number("full_attention_interval")
+    if interval:  # hybrid: one attention layer in every `interval`
+        layers = layers // interval
+    return layers * kv_heads * (key + value) * 2
+
+
+def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
+    """The report's lines, and whether loopd would start on the file."""
+    model = VocabularyModel(path)
+    meta = model.metadata
+    arch = meta.get("general.architecture", "unknown")
+    lines = [f"model: {path}"]
+    context = meta.get(f"{arch}.context_length", "unknown")
+    lines.append(f"architecture: {arch}, trained context {context} tokens")
+    ok = True
+    try:
+        dialect, why = choose_dialect(config, model)
+    except StartupError as exc:
+        return [*lines, f"problem: {exc}"], False
+    lines.append(f"chat template: {why}")
+    syntax = dialect.syntax.value if dialect.syntax is not None else "tagged or bare JSON"
+    reasoning = "none"
+    if dialect.reasoning is not None:
+        opened = ", opened by the prompt" if dialect.opens_reasoning else ""
+        reasoning = f"{dialect.reasoning.open} ... {dialect.reasoning.close}{opened}"
+    lines.append(f"dialect: {dialect.name}, tool calls {syntax}, reasoning {reasoning}")
+    plain = plain_user_defined(model.vocabulary, model.markers)
+    problems = unlisted(model.markers, format_markers(dialect))
+    problems += marker_problems(model.vocabulary, model.markers, plain)
+    problems += self_test(model, dialect)
+    if problems:
+        ok = False
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        pointer = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
+        lines.append(f"problem: marker self-test failed: {'; '.join(problems[:3])}{more}; {pointer}")
+    else:
+        lines.append(f"markers: {len(model.markers)}, the marker self-test passed")
+    lines.append(f"prompt: {compare_prompt(config, model, dialect.name == 'template')}")
+    size = os.stat(path).st_size
+    kv = kv_bytes_per_token(meta)
+    per_thousand = f"{kv * 1000 / 2**20:.1f} MiB" if kv is not None else "unknown"
+    lines.append(f"memory: weights {size / 2**20:.0f} MiB, KV cache {per_thousand} per 1,000 tokens")
+    return lines, ok
+
+
+def compare_prompt(config: LoopdConfig, model: VocabularyModel, uses_template: bool) -> str:
+    """loopd's prompt for the sample conversation against the template's own rendering."""
+    if model.chat_template is None or not uses_template:
+        return "rendered by the hand-written format (no template to compare with)"
+    try:
+        prompt: TemplatePrompt = template_prompt(config, model, model.chat_template)
+        ours = prompt.text(SAMPLE_SYSTEM, SAMPLE)
+        theirs = prompt.template.render(
+            [
+                {"role": "system", "content": SAMPLE_SYSTEM},
+                {"role": "user", "content": SAMPLE[0].text},
+                {"role": "assistant", "content": SAMPLE[1].text},
+                {"role": "user", "content": SAMPLE[2].text},
+            ],
+            tools=prompt.tools,
+            add_generation_prompt=True,
+            bos_token=model.bos_text,
+            eos_token=model.eos_text,
+            now=prompt.now(),
+            extra={"enable_thinking": config.model.thinking},
+        )
+    except TemplateError as exc:
+        return f"cannot be compared: {exc}"
+    if model.add_bos and model.bos_text and not theirs.startswith(model.bos_text):
+        theirs = model.bos_text + theirs  # as the tokenizer adds it (rule 6)
+    if ours == theirs:
+        return "identical to the template's own rendering"
+    at = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), None)
+    at = at if at is not None else min(len(ours), len(theirs))
+    return (
+        f"differs from the template's own rendering at character {at}: loopd "
+        f"{ours[at : at + 40]!r}, the template {theirs[at : at + 40]!r} (earlier replies "
+        "are replayed as the model wrote them: rule 4 of core.template_prompt)"
+    )
+
+
+def run_check(path: Path, config: LoopdConfig) -> int:
+    """Print the report; the exit status (see the module docstring)."""
+    if not path.is_file():
+        print(f"loopd: {path} is not a file; name a GGUF model file")
+        return 2
+    as_used = config.model_copy(update={"model": config.model.model_copy(update={"path": str(path)})})
+    try:
+        lines, ok = check_lines(path, as_used)
+    except (ValueError, RuntimeError) as exc:  # llama-cpp-python could not read it
+        print(f"loopd: {path} cannot be read as a GGUF model: {exc}")
+        return 2
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
+
