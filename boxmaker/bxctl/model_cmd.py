@@ -1,4 +1,4 @@
-"""`bxctl model check PATH`: what loopd would do with a GGUF file, before the tree uses it.
+"""`bxctl model check [PATH]`: what loopd would do with a GGUF file, before the tree uses it.
 
 I/O: runs loopd's own check (`loopd check PATH`, boxmaker.loopd.model_check) as a
 child process and passes its lines and exit status on. bxctl imports no role, and the
@@ -34,7 +34,9 @@ def loopd_script() -> str:
 
 
 def cmd_check(args: Any) -> int:
-    command = [loopd_script(), "check", str(Path(args.path).absolute())]
+    command = [loopd_script(), "check"]
+    if args.path is not None:
+        command.append(str(Path(args.path).absolute()))
     if args.config is not None:
         command += ["--config", str(args.config)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
@@ -63,6 +65,11 @@ def add_parser(commands: Any) -> None:
             " file, 1 when it would not, 2 when it cannot be read."
         ),
     )
-    check.add_argument("path", metavar="PATH", help="the GGUF model file")
-    check.add_argument("--config", type=Path, help="loopd.toml whose [model] keys apply")
+    check.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="?",
+        help="the GGUF model file (default: the model loopd.toml names, or the embedded one)",
+    )
+    check.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
     check.set_defaults(handler=cmd_check)

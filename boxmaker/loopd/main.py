@@ -331,7 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     checking = commands.add_parser(
         "check", help="what loopd would do with a GGUF file (bxctl model check runs this)"
     )
-    checking.add_argument("path", type=Path, help="the GGUF model file")
+    checking.add_argument(
+        "path", type=Path, nargs="?", help="the GGUF model file (default: loopd.toml's model)"
+    )
     checking.add_argument("--config", type=Path, help="loopd.toml (default: every default)")
     walk = commands.add_parser(
         "demo", help="serve a socket of its own with the scripted demo model (scripts/demo)"
@@ -360,7 +362,7 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     if args.command == "check":
         from boxmaker.loopd.model_check import run_check  # llama-cpp-python, only here
 
-        return run_check(args.path.absolute(), config)
+        return run_check(args.path.absolute() if args.path else None, config)
     if args.command == "demo":
         return demo(config, args.socket.absolute(), args.workspace.absolute())
     return serve(config)

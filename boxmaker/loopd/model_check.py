@@ -1,8 +1,10 @@
-"""`loopd check PATH` (and `bxctl model check PATH`, which runs it): what loopd would do
+"""`loopd check [PATH]` (and `bxctl model check [PATH]`, which runs it): what loopd would do
 with a GGUF file, before the owner switches the tree to it.
 
 I/O: reads the file's vocabulary and metadata alone (llama-cpp-python's `vocab_only`
-load: no weights, seconds even for a 35B model) and prints. It starts nothing and
+load: no weights, seconds even for a 35B model) and prints. Without PATH it checks
+the model loopd.toml names (the embedded default unless `[model] path` is set); with
+PATH, that file as `[model] path` would have it. It starts nothing and
 writes nothing. One line per fact, `name: value`; a line loopd would refuse to
 start on reads `problem: ...` and ends with its runbook pointer. The facts:
 
@@ -45,7 +47,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
     unlisted,
 )
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model import Generation, embedded_model_path
 
 SAMPLE_SYSTEM = "You are a helpful assistant."
 SAMPLE = [
@@ -196,12 +198,23 @@ def compare_prompt(config: LoopdConfig, model: VocabularyModel, uses_template: b
     )
 
 
-def run_check(path: Path, config: LoopdConfig) -> int:
-    """Print the report; the exit status (see the module docstring)."""
+def model_path(config: LoopdConfig) -> Path:
+    """`[model] path`, or the embedded default (assembled under home if need be)."""
+    return Path(config.model.path) if config.model.path else embedded_model_path(config.home)
+
+
+def run_check(path: Path | None, config: LoopdConfig) -> int:
+    """Print the report; the exit status (see the module docstring). `path` None: the
+    model loopd.toml names (`[model] path`, or the embedded default)."""
+    if path is None:
+        as_used = config
+        path = model_path(config)
+    else:
+        model = config.model.model_copy(update={"path": str(path)})
+        as_used = config.model_copy(update={"model": model})
     if not path.is_file():
         print(f"loopd: {path} is not a file; name a GGUF model file")
         return 2
-    as_used = config.model_copy(update={"model": config.model.model_copy(update={"path": str(path)})})
     try:
         lines, ok = check_lines(path, as_used)
     except (ValueError, RuntimeError) as exc:  # llama-cpp-python could not read it

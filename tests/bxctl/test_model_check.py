@@ -1,0 +1,139 @@
+"""`bxctl model check PATH` on real files: the embedded default model, the small models
+the tests build (`boxmaker.testing.tiny_gguf`, a real Qwen vocabulary and template),
+and a model whose template raises. Each runs the installed console scripts, as the
+owner does: bxctl runs loopd's check in a child process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from boxmaker.loopd.model_check import kv_bytes_per_token
+from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
+from boxmaker.testing.tiny_gguf import read_vocabulary, write_tiny_model
+
+require_llama_cpp("the model check tests")
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+TEMPLATES = Path(__file__).parents[1] / "fixtures" / "chat_templates"
+BXCTL = str(Path(sys.executable).parent / "bxctl")
+FACTS = ("model:", "architecture:", "chat template:", "dialect:", "markers:", "prompt:", "memory:")
+
+
+def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BXCTL, "model", "check", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("models")
+    vocabularies = fetch_vocabularies()
+    qwen2 = read_vocabulary(vocabularies / "ggml-vocab-qwen2.gguf")
+    qwen35 = read_vocabulary(vocabularies / "ggml-vocab-qwen35.gguf")
+    qwen3_template = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
+    qwen35_template = (TEMPLATES / "Qwen3.5-4B.jinja").read_text()
+    return {
+        "qwen3": write_tiny_model(
+            where / "qwen3.gguf", arch="qwen3", vocabulary=qwen2, chat_template=qwen3_template
+        ),
+        "qwen35moe": write_tiny_model(
+            where / "qwen35moe.gguf",
+            arch="qwen35moe",
+            vocabulary=qwen35,
+            chat_template=qwen35_template,
+        ),
+        "raises": write_tiny_model(
+            where / "raises.gguf",
+            arch="qwen3",
+            vocabulary=qwen2,
+            chat_template="{{ raise_exception('this template refuses everything') }}",
+        ),
+    }
+
+
+def test_the_embedded_model_passes_with_every_line(tmp_path: Path) -> None:
+    config = tmp_path / "loopd.toml"
+    config.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}}))
+    done = check("--config", config)  # no PATH: the model loopd.toml names, the embedded one
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":", 1)[0] + ":" for line in lines] == list(FACTS)
+    assert "architecture: gemma3" in done.stdout
+    assert "the gemma format (no template)" in done.stdout
+    assert "marker self-test passed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "syntax", "reasoning"),
+    [
+        ("qwen3", "tool calls tagged_json", "reasoning <think> ... </think>\n"),
+        ("qwen35moe", "tool calls xml", "reasoning <think> ... </think>, opened by the prompt"),
+    ],
+)
+def test_a_small_qwen_model_passes_on_its_own_template(
+    models: dict[str, Path], name: str, syntax: str, reasoning: str
+) -> None:
+    done = check(models[name])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split(":", 1)[0] + ":" for line in done.stdout.splitlines()] == list(FACTS)
+    assert f"architecture: {name}, trained context 4096 tokens" in done.stdout
+    assert "chat template: the model's own chat template" in done.stdout
+    assert syntax in done.stdout
+    assert reasoning in done.stdout + "\n"
+    assert "marker self-test passed" in done.stdout
+
+
+def test_a_template_that_raises_is_refused_with_its_pointer(models: dict[str, Path]) -> None:
+    done = check(models["raises"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert "this template refuses everything" in problem
+    assert problem.endswith("see runbook.md#loopd-template-refused")
+
+
+def test_a_file_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
+    done = check(tmp_path / "missing.gguf")
+    assert done.returncode == 2
+    assert "is not a file" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        pytest.param(
+            {
+                "general.architecture": "llama",
+                "llama.block_count": "32",
+                "llama.attention.head_count": "32",
+                "llama.attention.head_count_kv": "8",
+                "llama.embedding_length": "4096",
+            },
+            32 * 8 * (128 + 128) * 2,
+            id="dense-grouped-query",
+        ),
+        pytest.param(
+            {
+                "general.architecture": "qwen35moe",
+                "qwen35moe.block_count": "40",
+                "qwen35moe.attention.head_count": "16",
+                "qwen35moe.attention.head_count_kv": "2",
+                "qwen35moe.attention.key_length": "256",
+                "qwen35moe.attention.value_length": "256",
+                "qwen35moe.full_attention_interval": "4",
+            },
+            10 * 2 * 512 * 2,
+            id="hybrid-counts-only-attention-layers",
+        ),
+        pytest.param({"general.architecture": "x"}, None, id="unknown"),
+    ],
+)
+def test_kv_cache_per_token(metadata: dict[str, str], expected: int | None) -> None:
+    assert kv_bytes_per_token(metadata) == expected
