@@ -18,26 +18,27 @@ again: nothing is dropped and nothing raises. The rules, by syntax:
    trailing newline of V are not part of it. A parameter that is not closed,
    repeats, or text out of place is a problem. A JSON object in the tags is read
    by rule 1, as models trained on both forms write it.
-4. **Typing by schema** (xml values, gemma4 values written as text): where the
-   tool's schema gives the property the type object, array, integer, number or
-   boolean, the text is read as JSON of that type (`3`, `true`); text that is
-   not one is a problem naming the parameter and the type. A string property,
-   or a tool or property the schemas do not know, keeps the text. In gemma4 a
-   bare number or boolean for a string property keeps its text.
+4. **Typing by schema** (xml values; gemma4's top-level values written as text or
+   as a bare word): where the tool's schema gives the property the type object,
+   array, integer, number or boolean, the text is read as JSON of that type (`3`,
+   `true`); text that is not one is a problem naming the parameter and the type.
+   A string property keeps the text as written (gemma4: `n:42` is "42"); a tool
+   or property the schemas do not know keeps the value as written.
 5. **DeepSeek R1** (deepseek_r1): in the block, any number of
    `<｜tool▁call▁begin｜>function<｜tool▁sep｜>N` + newline + the arguments
    object (in a ```json fence or not) + `<｜tool▁call▁end｜>`, with only
-   whitespace between them.
+   whitespace between them. A block left open still gives the calls closed in it.
 6. **Gemma 4** (gemma4): `call:N{k:v,...}` where a string is wrapped in `<|"|>`,
    numbers, booleans and null are bare, lists are `[...]` and objects `{...}`
-   with bare or `<|"|>`-wrapped keys. A bare word that is not a number, boolean
-   or null is kept as text.
+   with bare or `<|"|>`-wrapped keys. Any other bare word (which cannot hold
+   `{}[],:`) is kept as text.
 7. **Mistral** (mistral), after `[TOOL_CALLS]`: a JSON list of rule-1 objects
    (or one object), or `N[ARGS]{...}` (`N[CALL_ID]id[ARGS]{...}` as Mistral
    Small 3.2's template renders its history), repeated after further
    `[TOOL_CALLS]`; anything after the last is a problem.
 8. **Not closed.** JSON that ends inside a string or a bracket, and a call whose
-   syntax has a closer that never came, is a problem saying it was not closed.
+   syntax has a closer that never came, is a problem saying it was not closed
+   (tagged_json alone reads an open call as written, as it always has).
 """  # noqa: RUF002 (DeepSeek's markers are full-width)
 
 from __future__ import annotations
@@ -59,8 +60,12 @@ FENCE = re.compile(r"\A```(?:json)?\s*\n(.*?)\n?```\Z", re.DOTALL)
 _PARAMETER, _PARAMETER_END = "<parameter=", "</parameter>"
 _FUNCTION = re.compile(r"<function=([^>\n]*)>(.*)</function>\Z", re.DOTALL)
 _GEMMA_NAME = re.compile(r"call:([\w.\-]*)")
-_GEMMA_STOPS = ",}]"
-_GEMMA_MAX_DEPTH = 64
+_GEMMA_QUOTE = re.escape(GEMMA_QUOTE)
+_GEMMA_TOKEN = re.compile(  # a text, a mark, a quote left open, or a bare word
+    rf"{_GEMMA_QUOTE}(.*?){_GEMMA_QUOTE}|([{{}}\[\],:])|({_GEMMA_QUOTE})"
+    rf"|((?:(?!{_GEMMA_QUOTE})[^{{}}\[\],:])+)",
+    re.DOTALL,
+)
 _EXPECTED = {
     "object": "a JSON object",
     "array": "a JSON array",
@@ -120,6 +125,23 @@ def _unclosed(text: str) -> bool:
     return in_string or depth > 0
 
 
+def _skip(text: str, at: int, also: str = "") -> int:
+    """The first place from `at` in `text` that is not whitespace nor one of `also`."""
+    while at < len(text) and (text[at].isspace() or text[at] in also):
+        at += 1
+    return at
+
+
+def _loads(text: str, problem: str) -> Any:
+    """`text` as JSON; a `_CallError` of `problem` and why if it is not."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, _CallError):
+            raise
+        raise _CallError(f"{problem}: {exc}") from exc
+
+
 def _decode(text: str, at: int = 0) -> tuple[Any, int]:
     """The JSON value at `at` in `text` and where it ends; a `_CallError` if there is none."""
     try:
@@ -147,20 +169,9 @@ def _reading(read: Callable[[], tuple[str, dict[str, Any]]]) -> Call:
 
 def _arguments_object(value: Any, field: str) -> dict[str, Any]:
     if isinstance(value, str):  # some models send the arguments as JSON text
-        try:
-            value = json.loads(value, object_pairs_hook=_no_duplicates)
-        except (ValueError, RecursionError) as exc:
-            if isinstance(exc, _CallError):
-                raise
-            raise _CallError(f"the tool call's `{field}` text is not valid JSON: {exc}") from exc
+        value = _loads(value, f"the tool call's `{field}` text is not valid JSON")
     if not isinstance(value, dict):
         raise _CallError(f"the tool call's `{field}` must be a JSON object")
-    return value
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _CallError("the tool call needs `name`, a string")
     return value
 
 
@@ -181,20 +192,17 @@ def _object_call(
     given = [field for field in fields if field in obj]
     if len(given) > 1:
         raise _CallError(f"the tool call has both `{given[0]}` and `{given[1]}`")
-    field = given[0] if given else fields[0]
-    return _name(obj.get("name")), _arguments_object(obj.get(field, {}), field)
+    field, name = (given or fields)[0], obj.get("name")
+    if not isinstance(name, str) or not name:
+        raise _CallError("the tool call needs `name`, a string")
+    return name, _arguments_object(obj.get(field, {}), field)
 
 
 def read_json_call(text: str) -> Call:
     """One tagged call: `text` is a single JSON object (rule 1)."""
 
     def read() -> tuple[str, dict[str, Any]]:
-        try:
-            obj = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _CallError:
-            raise
-        except (ValueError, RecursionError) as exc:
-            raise _CallError(f"the tool call is not valid JSON: {exc}") from exc
+        obj = _loads(text, "the tool call is not valid JSON")
         return _object_call(obj, ("arguments",))
 
     return _reading(read)
@@ -205,8 +213,7 @@ def read_json_calls(text: str, fields: tuple[str, ...]) -> list[Call]:
     calls: list[Call] = []
     at = 0
     while True:
-        while at < len(text) and (text[at].isspace() or text[at] == ";"):
-            at += 1
+        at = _skip(text, at, ";")
         if at == len(text):
             return calls or [BadToolCall("the tool call is empty")]
         try:
@@ -235,12 +242,7 @@ def _typed(text: str, kind: str | None, key: str) -> Any:
     plain = text.strip()
     if kind == "boolean" and plain.lower() in ("true", "false"):
         return plain.lower() == "true"
-    try:
-        value = json.loads(plain, object_pairs_hook=_no_duplicates)
-    except _CallError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise _CallError(f"{problem}: {exc}") from exc
+    value = _loads(plain, problem)
     fits = {
         "object": isinstance(value, dict),
         "array": isinstance(value, list),
@@ -255,11 +257,7 @@ def _typed(text: str, kind: str | None, key: str) -> Any:
 
 def _xml_parameters(inner: str) -> Iterator[tuple[str, str]]:
     at = 0
-    while True:
-        while at < len(inner) and inner[at].isspace():
-            at += 1
-        if at == len(inner):
-            return
+    while (at := _skip(inner, at)) < len(inner):
         if not inner.startswith(_PARAMETER, at):
             raise _CallError(
                 f"unexpected text `{_shown(inner[at:])}` in the tool call,"
@@ -274,9 +272,7 @@ def _xml_parameters(inner: str) -> Iterator[tuple[str, str]]:
             raise _CallError(
                 f"the tool call's parameter `{_shown(key)}` is not closed with </parameter>"
             )
-        value = inner[head_end + 1 : end]
-        value = value.removeprefix("\n").removesuffix("\n")
-        yield key, value
+        yield key, inner[head_end + 1 : end].removeprefix("\n").removesuffix("\n")
         at = end + len(_PARAMETER_END)
 
 
@@ -333,11 +329,7 @@ def read_deepseek_calls(body: str, closed: bool) -> list[Call]:
     """The calls in one tool-calls block, `closed` or running to the reply's end (rule 5)."""
     calls: list[Call] = []
     at = 0
-    while True:
-        while at < len(body) and body[at].isspace():
-            at += 1
-        if at == len(body):
-            break
+    while (at := _skip(body, at)) < len(body):
         if not body.startswith(DS_CALL_BEGIN, at):
             problem = f"unexpected text `{_shown(body[at:])}` in the tool calls"
             return [*calls, BadToolCall(f"{problem}, expected {DS_CALL_BEGIN}")]
@@ -355,109 +347,46 @@ def read_deepseek_calls(body: str, closed: bool) -> list[Call]:
 # --- rule 6: Gemma 4 ----------------------------------------------------------------------
 
 
-class _GemmaReader:
-    """A cursor over Gemma 4's argument syntax."""
+def _gemma_word(word: str) -> str:
+    """A bare word as JSON: a number, boolean or null as it is, anything else as text."""
+    try:
+        literal = json.loads(word)
+    except ValueError:
+        return json.dumps(word, ensure_ascii=False)
+    return word if not isinstance(literal, str) else json.dumps(word, ensure_ascii=False)
 
-    def __init__(self, text: str) -> None:
-        self.text, self.at = text, 0
 
-    def _skip(self) -> None:
-        while self.at < len(self.text) and self.text[self.at].isspace():
-            self.at += 1
-
-    def _quoted(self) -> str:
-        start = self.at + len(GEMMA_QUOTE)
-        end = self.text.find(GEMMA_QUOTE, start)
-        if end < 0:
+def _gemma_json(text: str) -> tuple[str, dict[str, str]]:
+    """Gemma 4's `{k:v,...}` as JSON text, and the text each top-level value was written
+    as, where it was text or a bare word."""
+    out: list[str] = []
+    written: dict[str, str] = {}
+    open_brackets: list[str] = []
+    expect_key, key = False, ""
+    for match in _GEMMA_TOKEN.finditer(text):
+        quoted, mark, left_open, bare = match.groups()
+        if left_open:
             raise _CallError(f"a {GEMMA_QUOTE} text in the tool call is not closed")
-        self.at = end + len(GEMMA_QUOTE)
-        return self.text[start:end]
-
-    def _bare(self) -> str:
-        start = self.at
-        while self.at < len(self.text) and self.text[self.at] not in _GEMMA_STOPS:
-            self.at += 1
-        word = self.text[start : self.at].strip()
-        if not word:
-            raise _CallError("the tool call is missing a value")
-        return word
-
-    def value(self, depth: int) -> tuple[Any, str | None]:
-        """The next value, and its text where it was written as text or a bare word."""
-        if depth > _GEMMA_MAX_DEPTH:
-            raise _CallError("the tool call's arguments are nested too deeply")
-        self._skip()
-        if self.text.startswith(GEMMA_QUOTE, self.at):
-            text = self._quoted()
-            return text, text
-        if self.text.startswith("{", self.at):
-            return self.mapping(depth + 1), None
-        if self.text.startswith("[", self.at):
-            return self._items(depth + 1), None
-        word = self._bare()
-        try:
-            literal = json.loads(word)
-        except ValueError:
-            return word, word
-        return (literal, word) if not isinstance(literal, str | list | dict) else (word, word)
-
-    def _items(self, depth: int) -> list[Any]:
-        self.at += 1
-        items: list[Any] = []
-        self._skip()
-        if self.text.startswith("]", self.at):
-            self.at += 1
-            return items
-        while True:
-            items.append(self.value(depth)[0])
-            if self._close("]"):
-                return items
-
-    def _close(self, bracket: str) -> bool:
-        """After an item: True at `bracket` (taken), False at `,` (taken)."""
-        self._skip()
-        if self.at >= len(self.text):
-            raise _CallError("the tool call's arguments are not closed")
-        char = self.text[self.at]
-        self.at += 1
-        if char == bracket:
-            return True
-        if char != ",":
-            raise _CallError(f"unexpected `{char}` in the tool call's arguments")
-        return False
-
-    def entries(self, depth: int) -> Iterator[tuple[str, Any, str | None]]:
-        """The key, value and value text of each entry of the object at the cursor."""
-        self.at += 1
-        self._skip()
-        if self.text.startswith("}", self.at):
-            self.at += 1
-            return
-        seen: set[str] = set()
-        while True:
-            self._skip()
-            if self.text.startswith(GEMMA_QUOTE, self.at):
-                key = self._quoted()
-                self._skip()
-                if not self.text.startswith(":", self.at):
-                    raise _CallError(f"the tool call's field `{_shown(key)}` needs `:` and a value")
-            else:
-                colon = self.text.find(":", self.at)
-                key = self.text[self.at : colon].strip() if colon >= 0 else ""
-                if not key or any(char in key for char in "{}[],"):
-                    raise _CallError("the tool call's arguments need `name:value` fields")
-                self.at = colon
-            self.at += 1
-            if key in seen:
-                raise _CallError(f"the tool call has a duplicate field `{_shown(key)}`")
-            seen.add(key)
-            value, text = self.value(depth)
-            yield key, value, text
-            if self._close("}"):
-                return
-
-    def mapping(self, depth: int) -> dict[str, Any]:
-        return {key: value for key, value, _ in self.entries(depth)}
+        if mark:
+            if mark in "{[":
+                open_brackets.append(mark)
+            elif mark in "}]" and open_brackets:
+                open_brackets.pop()
+            expect_key = open_brackets[-1:] == ["{"] and mark in "{,"
+            out.append(mark)
+            continue
+        word = quoted if quoted is not None else bare.strip()
+        if quoted is None and not word:
+            continue
+        if expect_key:
+            key = word if len(open_brackets) == 1 else key
+            expect_key = False
+            out.append(json.dumps(word, ensure_ascii=False))
+            continue
+        if len(open_brackets) == 1:
+            written[key] = word
+        out.append(_gemma_word(word) if quoted is None else json.dumps(word, ensure_ascii=False))
+    return "".join(out), written
 
 
 def read_gemma_call(body: str, schemas: Schemas | None) -> Call:
@@ -471,21 +400,23 @@ def read_gemma_call(body: str, schemas: Schemas | None) -> Call:
         name = match.group(1)
         if not name:
             raise _CallError("the tool call needs a name after `call:`")
-        reader = _GemmaReader(text)
-        reader.at = match.end()
-        if not text.startswith("{", reader.at):
+        if not text.startswith("{", match.end()):
             raise _CallError("the tool call's arguments must be an object `{...}` after its name")
-        arguments: dict[str, Any] = {}
-        for key, value, written in reader.entries(1):
-            kind = _schema_type(schemas, name, key)
-            if written is not None and kind == "string":
-                arguments[key] = written
-            elif written is not None and kind in _EXPECTED:
-                arguments[key] = _typed(written, kind, key)
-            else:
-                arguments[key] = value
-        if text[reader.at :].strip():
+        translated, written = _gemma_json(text[match.end() :])
+        try:
+            arguments, end = _DECODER.raw_decode(translated)
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, _CallError):
+                raise
+            if _unclosed(translated):
+                raise _CallError("the tool call's arguments are not closed") from exc
+            raise _CallError("the tool call's arguments are not `{name:value,...}`") from exc
+        if translated[end:].strip():
             raise _CallError("the tool call has text after its arguments")
+        for key, word in written.items():
+            kind = _schema_type(schemas, name, key)
+            if kind == "string" or kind in _EXPECTED:  # else it keeps the form it was written in
+                arguments[key] = _typed(word, kind, key)
         return name, arguments
 
     return _reading(read)
@@ -505,10 +436,7 @@ def _mistral_named(text: str, at: int) -> tuple[Call, int]:
     name = text[at:args_at].partition(CALL_ID)[0].strip()
     if not name:
         raise _CallError("the tool call needs `name`, a string")
-    at = args_at + len(ARGS)
-    while at < len(text) and text[at].isspace():
-        at += 1
-    value, end = _decode(text, at)
+    value, end = _decode(text, _skip(text, args_at + len(ARGS)))
     return ToolCall(name=name, arguments=_compact(_arguments_object(value, "arguments"))), end
 
 
@@ -517,8 +445,7 @@ def read_mistral_calls(text: str) -> list[Call]:
     calls: list[Call] = []
     at = 0
     while True:
-        while at < len(text) and text[at].isspace():
-            at += 1
+        at = _skip(text, at)
         try:
             if at == len(text):
                 raise _CallError(f"the tool call after {TOOL_CALLS} is empty")

@@ -53,6 +53,12 @@ class Dialect:
         """The texts that open a tool call in this dialect's syntax."""
         return call_openers(self.syntax)
 
+    @property
+    def marked_openers(self) -> tuple[str, ...]:
+        """The openers that are markers (`<tool_call>`, `[TOOL_CALLS]`), not a bare `{`
+        or a fence: what ends an unclosed reasoning block (core.reasoning, rule 2)."""
+        return tuple(o for o in self.openers if o[:1] in "<[")
+
 
 def from_format(chat_format: ChatFormat) -> Dialect:
     """The dialect of a hand-written format (see the module docstring)."""

@@ -46,10 +46,10 @@ def sampling_for(
 ) -> Sampling:
     """The family's defaults (or the general ones), with every setting the owner gave."""
     base = FAMILIES.get(architecture or "", GENERAL)
-    given = {
-        "temperature": temperature,
-        "top_p": top_p,
-        "top_k": top_k,
-        "repeat_penalty": repeat_penalty,
-    }
-    return replace(base, **{k: v for k, v in given.items() if v is not None})
+    return replace(
+        base,
+        temperature=base.temperature if temperature is None else temperature,
+        top_p=base.top_p if top_p is None else top_p,
+        top_k=base.top_k if top_k is None else top_k,
+        repeat_penalty=base.repeat_penalty if repeat_penalty is None else repeat_penalty,
+    )

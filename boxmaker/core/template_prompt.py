@@ -59,12 +59,6 @@ from typing import Any
 
 from boxmaker.core.chat_format import Role, Segment, Text, Tokens, Turn
 from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
-
-
-class TemplateUnusableError(TemplateError):
-    """The template renders, but not so that loopd can follow it (rules 1 to 4): a
-    hand-written format may stand in (the template's own failures are TemplateError)."""
-
 from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
 
 FENCE = "\x1f"
@@ -82,6 +76,11 @@ SAMPLE_CALL: dict[str, Any] = {
     "name": "call_tool",
     "arguments": {"name": "read_file", "arguments": {"path": "/home/owner/notes/todo.md"}},
 }
+
+
+class TemplateUnusableError(TemplateError):
+    """The template renders, but not so that loopd can follow it (rules 1 to 4): a
+    hand-written format may stand in (the template's own failures are TemplateError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +120,7 @@ class TemplatePrompt:
         bos: str,
         eos: str,
         add_bos: bool,
-        tools: list[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
         now: Callable[[], datetime],
         thinking: bool = True,
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
@@ -213,14 +212,16 @@ class TemplatePrompt:
             segments.append(Text(rendered[at:], special=True))
         scaffolding = "".join(s.text for s in segments if isinstance(s, Text) and s.special)
         if self._nonce in self._reply.sub("", scaffolding):
-            raise TemplateUnusableError("the template changes message text in a way loopd cannot follow")
+            raise TemplateUnusableError(
+                "the template changes message text in a way loopd cannot follow"
+            )
         return segments
 
     def _render(
         self,
         messages: list[dict[str, Any]],
         *,
-        tools: list[Mapping[str, Any]] | None,
+        tools: Sequence[Mapping[str, Any]] | None,
         generation: bool,
     ) -> str:
         return self.template.render(
@@ -354,7 +355,9 @@ class TemplatePrompt:
             found = {int(m.group("n")) for m in self._slot.finditer(rendered)}
             missing = sorted(wanted - found)
             if missing:
-                raise TemplateUnusableError(f"the template leaves out message text (slot {missing[0]})")
+                raise TemplateUnusableError(
+                    f"the template leaves out message text (slot {missing[0]})"
+                )
             self._split(rendered, slots)
 
     def _close_reply(self, system_role: bool, tool_role: bool) -> str:
@@ -374,7 +377,9 @@ class TemplatePrompt:
     def _call_syntax(self, system_role: bool, tool_role: bool) -> tuple[CallSyntax | None, bool]:
         """The syntax that reads back the call the template writes (None: it writes none),
         and whether it wanted the call's arguments as JSON text."""
-        base, _ = self._messages("s", [Turn(Role.USER, "u")], system_role=system_role, tool_role=tool_role)
+        base, _ = self._messages(
+            "s", [Turn(Role.USER, "u")], system_role=system_role, tool_role=tool_role
+        )
         for as_text in (False, True):
             arguments: Any = SAMPLE_CALL["arguments"]
             if as_text:
@@ -386,7 +391,9 @@ class TemplatePrompt:
             }
             try:
                 without = self._render(
-                    [*base, {"role": "assistant", "content": ""}], tools=self.tools, generation=False
+                    [*base, {"role": "assistant", "content": ""}],
+                    tools=self.tools,
+                    generation=False,
                 )
                 written = self._render(
                     [*base, {"role": "assistant", "content": "", "tool_calls": [call]}],
@@ -439,7 +446,10 @@ def _added(before: str, after: str) -> tuple[int, int]:
 def _same_call(call: object, expected: Mapping[str, Any]) -> bool:
     if not isinstance(call, ToolCall):
         return False
-    return call.name == expected["name"] and json.loads(call.arguments) == expected["arguments"]
+    same: bool = (
+        call.name == expected["name"] and json.loads(call.arguments) == expected["arguments"]
+    )
+    return same
 
 
 def _transformed(text: str, match: re.Match[str]) -> str:
@@ -450,7 +460,9 @@ def _transformed(text: str, match: re.Match[str]) -> str:
     elif probe == PROBE_JSON:
         escape = True
     else:
-        raise TemplateUnusableError("the template changes message text in a way loopd cannot follow")
+        raise TemplateUnusableError(
+            "the template changes message text in a way loopd cannot follow"
+        )
     if match.group("lead") is None:
         text = text.lstrip()
     if match.group("trail") is None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -176,9 +176,9 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: list[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         *,
-        tools: list[Mapping[str, Any]] | None,
+        tools: Sequence[Mapping[str, Any]] | None,
         add_generation_prompt: bool,
         bos_token: str,
         eos_token: str,
@@ -193,8 +193,8 @@ class ChatTemplate:
 
     def _render(
         self,
-        messages: list[Mapping[str, Any]],
-        tools: list[Mapping[str, Any]] | None,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
         add_generation_prompt: bool,
         bos_token: str,
         eos_token: str,

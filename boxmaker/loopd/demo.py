@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from boxmaker.core.chat_format import GEMMA, Role
-from boxmaker.loopd.model import Generation
 from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.loopd.model import Generation
 from boxmaker.loopd.tools import system_prompt
 
 SPECIAL = {

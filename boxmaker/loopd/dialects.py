@@ -79,9 +79,10 @@ def template_prompt(config: LoopdConfig, model: Model, source: str) -> TemplateP
 
 def is_marker(model: Model, text: str) -> bool:
     """Whether `text` is one token with special parsing and more than one without."""
-    return len(model.tokenize(text, special=True)) == 1 and len(
-        model.tokenize(text, special=False)
-    ) > 1
+    return (
+        len(model.tokenize(text, special=True)) == 1
+        and len(model.tokenize(text, special=False)) > 1
+    )
 
 
 def marker_texts(model: Model) -> tuple[str, ...]:

@@ -41,13 +41,14 @@ from boxmaker.core.errors import StartupError
 from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.sampling import sampling_for
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.role import block_stop_signals, run_role, wait_for_stop
 from boxmaker.ipc.server import bind_socket
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
-from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_dialect, choose_format, self_test
+from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_dialect, self_test
 from boxmaker.loopd.markers import (
     Marker,
     build_markers,
@@ -60,7 +61,6 @@ from boxmaker.loopd.markers import (
     unlisted,
 )
 from boxmaker.loopd.memory_port import MemoryPort
-from boxmaker.core.sampling import sampling_for
 from boxmaker.loopd.model import LlamaModel, Model, embedded_model_path
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.probe_cache import (
@@ -102,7 +102,9 @@ def start_tag_check(config: LoopdConfig) -> TagCheck:
         pool.shutdown(wait=False)
 
 
-def check_tags(model: LlamaModel, chat_format: ChatFormat | Dialect, started: TagCheck | None = None) -> None:
+def check_tags(
+    model: LlamaModel, chat_format: ChatFormat | Dialect, started: TagCheck | None = None
+) -> None:
     """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
     one line naming the first few problems, when it fails. With `started`, its heavy
     part is the one `start_tag_check` ran, for the same markers as the model's."""
@@ -193,20 +195,21 @@ def probe(
 def load_model(config: LoopdConfig) -> LlamaModel:
     path = model_path(config)
     settings = config.model
-    owner = {
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "top_k": settings.top_k,
-        "repeat_penalty": settings.repeat_penalty,
-    }
+    owner = partial(
+        sampling_for,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        repeat_penalty=settings.repeat_penalty,
+    )
     model = LlamaModel(
         path,
         context=settings.context,
         threads=settings.threads,
         seed=settings.seed,
-        sampling=sampling_for(None, **owner),
+        sampling=owner(None),
     )
-    model.sampling = sampling_for(model.architecture, **owner)  # the family's, once known
+    model.sampling = owner(model.architecture)  # the family's, once known
     return model
 
 

@@ -151,14 +151,18 @@ def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
         ok = False
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         pointer = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
-        lines.append(f"problem: marker self-test failed: {'; '.join(problems[:3])}{more}; {pointer}")
+        lines.append(
+            f"problem: marker self-test failed: {'; '.join(problems[:3])}{more}; {pointer}"
+        )
     else:
         lines.append(f"markers: {len(model.markers)}, the marker self-test passed")
     lines.append(f"prompt: {compare_prompt(config, model, dialect.name == 'template')}")
     size = os.stat(path).st_size
     kv = kv_bytes_per_token(meta)
     per_thousand = f"{kv * 1000 / 2**20:.1f} MiB" if kv is not None else "unknown"
-    lines.append(f"memory: weights {size / 2**20:.0f} MiB, KV cache {per_thousand} per 1,000 tokens")
+    lines.append(
+        f"memory: weights {size / 2**20:.0f} MiB, KV cache {per_thousand} per 1,000 tokens"
+    )
     return lines, ok
 
 
@@ -223,4 +227,3 @@ def run_check(path: Path | None, config: LoopdConfig) -> int:
     for line in lines:
         print(line)
     return 0 if ok else 1
-

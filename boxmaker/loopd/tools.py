@@ -60,23 +60,33 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         },
     },
 ]
-SCHEMAS: dict[str, dict[str, Any]] = {t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS
+}
 
 _PATH = "/home/owner/notes/todo.md"
 # How a model is shown a call in its own syntax, where its prompt does not show it
 EXAMPLES: dict[CallSyntax, str] = {
     CallSyntax.BARE_JSON: "reply with only a JSON object, for example: "
-    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}',
+    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
+    + _PATH
+    + '"}}}',
     CallSyntax.TAGGED_JSON: "write <tool_call>"
-    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}'
+    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
+    + _PATH
+    + '"}}}'
     "</tool_call>",
     CallSyntax.XML: "write <tool_call>\n<function=call_tool>\n<parameter=name>\nread_file\n"
     '</parameter>\n<parameter=arguments>\n{"path": "' + _PATH + '"}\n</parameter>\n'
     "</function>\n</tool_call>",
     CallSyntax.LLAMA3_JSON: "reply with only a JSON object, for example: "
-    '{"name": "call_tool", "parameters": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}',
+    '{"name": "call_tool", "parameters": {"name": "read_file", "arguments": {"path": "'
+    + _PATH
+    + '"}}}',
     CallSyntax.MISTRAL: "write [TOOL_CALLS]"
-    '[{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "' + _PATH + '"}}}]',
+    '[{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
+    + _PATH
+    + '"}}}]',
 }
 
 BROKER_TOOLS: dict[str, dict[str, Any]] = {

@@ -96,8 +96,8 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.reasoning import ReasoningStream
 from boxmaker.core.reply_stream import ReplyStream
-from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
@@ -184,8 +184,7 @@ class TurnLoop:
         if not markers:
             return ()
         reasoning = (dialect.reasoning.open, dialect.reasoning.close) if dialect.reasoning else ()
-        openers = (o for o in dialect.openers if o[:1] in "<[")
-        extra = (*dialect.markers, *reasoning, *openers)
+        extra = (*dialect.markers, *reasoning, *dialect.marked_openers)
         tags = tuple(dict.fromkeys(t for t in (*markers, *extra) if t))
         neutralise("", tags)  # a tag with no bracket to disarm fails here, not in a turn
         return tags
@@ -286,7 +285,12 @@ class TurnLoop:
                 self._tool(session, session_log, call, emit)
 
     def _reply(
-        self, session: str, prompt: list[int], budget: int, last: bool, emit: Callable[[Event], None]
+        self,
+        session: str,
+        prompt: list[int],
+        budget: int,
+        last: bool,
+        emit: Callable[[Event], None],
     ) -> _Reply:
         """One reply of the model, streamed as reasoning and content events while it is
         written (`core.reasoning`, then `core.reply_stream`: what could still be a tool
@@ -296,7 +300,7 @@ class TurnLoop:
         cut off by the turn's bound (`last`) is no answer: what was held back is not sent."""
         dialect = self._dialect
         thinking = ReasoningStream(
-            dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.openers
+            dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.marked_openers
         )
         answer = ReplyStream(dialect.syntax)
 
@@ -324,13 +328,13 @@ class TurnLoop:
             finished = generation.finished
             if finished or len(ids) >= budget or not generation.ids:
                 break
-            if thinking.reasoning_open and dialect.reasoning is not None:
-                if len(ids) >= self._limits.reasoning_tokens:  # the budget: close it
-                    close = dialect.reasoning.close
-                    log.info("event=reasoning_closed session=%s tokens=%d", session, len(ids))
-                    ids += self._model.tokenize(close, special=True)
-                    texts.append(close)
-                    on_text(close)
+            over = len(ids) >= self._limits.reasoning_tokens
+            if over and thinking.reasoning_open and dialect.reasoning is not None:
+                close = dialect.reasoning.close  # the budget is spent: close the block
+                log.info("event=reasoning_closed session=%s tokens=%d", session, len(ids))
+                ids += self._model.tokenize(close, special=True)
+                texts.append(close)
+                on_text(close)
         text = "".join(texts)
         if thinking.text != text:  # a model that broke on_text's contract
             log.warning("event=streamed_text_differs session=%s", session)

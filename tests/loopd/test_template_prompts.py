@@ -36,6 +36,10 @@ from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 TEMPLATES = Path(__file__).parents[1] / "fixtures" / "chat_templates"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BOS, EOS = "<BOS>", "<EOS>"
+# DeepSeek's markers, spelled with its full-width bars and U+2581
+DS_END = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+DS_BEGIN_CALLS = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+DS_END_CALLS = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 SYSTEM = "You work for the owner."
 ASK = "Read my notes, please."
 RESULT = 'line one\nline "two" \\ three'
@@ -49,8 +53,13 @@ FAMILIES = [
     ("Qwen3.5-4B", "<|im_end|>", CallSyntax.XML, False),
     ("Qwen-QwQ-32B", "<|im_end|>", CallSyntax.TAGGED_JSON, False),
     ("Qwen-Qwen2.5-7B-Instruct", "<|im_end|>", CallSyntax.TAGGED_JSON, True),
-    ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<｜end▁of▁sentence｜>", CallSyntax.DEEPSEEK_R1, False),
-    ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "<｜end▁of▁sentence｜>", None, False),
+    (
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+        DS_END,
+        CallSyntax.DEEPSEEK_R1,
+        False,
+    ),
+    ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B", DS_END, None, False),
     ("meta-llama-Llama-3.1-8B-Instruct", "<|eot_id|>", CallSyntax.LLAMA3_JSON, True),
     ("meta-llama-Llama-3.2-3B-Instruct", "<|eot_id|>", CallSyntax.LLAMA3_JSON, True),
     ("meta-llama-Llama-3.3-70B-Instruct", "<|eot_id|>", CallSyntax.LLAMA3_JSON, True),
@@ -79,7 +88,7 @@ ENDS = (EOS, "<|eot_id|>")  # markers that end the reply: not part of the call
 CALL_EDGES = {
     CallSyntax.TAGGED_JSON: ("<tool_call>", "</tool_call>"),
     CallSyntax.XML: ("<tool_call>", "</tool_call>"),
-    CallSyntax.DEEPSEEK_R1: ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+    CallSyntax.DEEPSEEK_R1: (DS_BEGIN_CALLS, DS_END_CALLS),
     CallSyntax.GEMMA4: ("<|tool_call>", "<tool_call|>"),
     CallSyntax.MISTRAL: ("[TOOL_CALLS]", EOS),
     CallSyntax.LLAMA3_JSON: ('{"name"', "<|eot_id|>"),
@@ -119,14 +128,21 @@ def structured_call(prompt: TemplatePrompt) -> dict[str, Any]:
     arguments: Any = CALL["arguments"]
     if prompt.facts.call_arguments_as_text:
         arguments = json.dumps(arguments, ensure_ascii=False)
-    call = {"type": "function", "id": "000000001", "function": {"name": CALL["name"], "arguments": arguments}}
+    call = {
+        "type": "function",
+        "id": "000000001",
+        "function": {"name": CALL["name"], "arguments": arguments},
+    }
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 def history(prompt: TemplatePrompt) -> list[dict[str, Any]]:
     facts = prompt.facts
     first = ASK if facts.system_role else f"{SYSTEM}\n\n{ASK}"
-    return [*([{"role": "system", "content": SYSTEM}] if facts.system_role else []), {"role": "user", "content": first}]
+    return [
+        *([{"role": "system", "content": SYSTEM}] if facts.system_role else []),
+        {"role": "user", "content": first},
+    ]
 
 
 def after_call(prompt: TemplatePrompt) -> list[dict[str, Any]]:
@@ -163,7 +179,9 @@ def assistant_text(prompt: TemplatePrompt, close: str) -> tuple[str, str]:
     return opened + core, before
 
 
-@pytest.mark.parametrize(("name", "close", "syntax", "exact"), FAMILIES, ids=[f[0] for f in FAMILIES])
+@pytest.mark.parametrize(
+    ("name", "close", "syntax", "exact"), FAMILIES, ids=[f[0] for f in FAMILIES]
+)
 def test_loopds_prompt_is_the_templates_own_rendering_or_a_written_rule(
     name: str, close: str, syntax: CallSyntax | None, exact: bool
 ) -> None:
@@ -183,16 +201,16 @@ def test_loopds_prompt_is_the_templates_own_rendering_or_a_written_rule(
     ]
     ours = prompt.text(SYSTEM, turns)
     messages = [*history(prompt), structured_call(prompt), *after_call(prompt)]
+    if name in REFUSES_THE_SHAPE:  # a user turn may not follow a result: it raises
+        with pytest.raises(TemplateError, match="must alternate"):
+            own(prompt, messages, generation=True)
+        assert ours.startswith(generation_prompt + reply)
+        return
     try:
         theirs = own(prompt, messages, generation=True)
     except TemplateError:
         messages[len(history(prompt))]["content"] = ""
-        try:
-            theirs = own(prompt, messages, generation=True)
-        except TemplateError as refused:  # Mistral: a user turn may not follow a result
-            assert name in REFUSES_THE_SHAPE, refused
-            assert ours.startswith(generation_prompt + reply)
-            return
+        theirs = own(prompt, messages, generation=True)
     core = reply.split("</think>")[-1].strip()
     tail = theirs[theirs.rindex(core) + len(core) :] if core else theirs[len(generation_prompt) :]
     assert ours == generation_prompt + reply + tail  # the replay rule
@@ -200,7 +218,9 @@ def test_loopds_prompt_is_the_templates_own_rendering_or_a_written_rule(
         assert ours == theirs
 
 
-@pytest.mark.parametrize(("name", "close", "syntax", "exact"), FAMILIES, ids=[f[0] for f in FAMILIES])
+@pytest.mark.parametrize(
+    ("name", "close", "syntax", "exact"), FAMILIES, ids=[f[0] for f in FAMILIES]
+)
 def test_the_call_a_template_writes_reads_back_as_that_call(
     name: str, close: str, syntax: CallSyntax | None, exact: bool
 ) -> None:
@@ -211,15 +231,15 @@ def test_the_call_a_template_writes_reads_back_as_that_call(
     try:
         written = own(prompt, [*history(prompt), structured_call(prompt)], generation=False)
     except TemplateError:
-        call = {**structured_call(prompt), "content": ""}
-        written = own(prompt, [*history(prompt), call], generation=False)
+        empty = {**structured_call(prompt), "content": ""}
+        written = own(prompt, [*history(prompt), empty], generation=False)
     opener, closer = CALL_EDGES[syntax]
     start = written.find(opener, len(own(prompt, history(prompt), generation=False)))
     start = start if start >= 0 else written.rindex(opener)  # Mistral: the history shrank
     end = written.index(closer, start) + (len(closer) if closer not in ENDS else 0)
-    (call,) = parse_reply(written[start:end], syntax, SCHEMAS).calls
-    assert isinstance(call, ToolCall)
-    assert (call.name, json.loads(call.arguments)) == (CALL["name"], CALL["arguments"])
+    (read,) = parse_reply(written[start:end], syntax, SCHEMAS).calls
+    assert isinstance(read, ToolCall)
+    assert (read.name, json.loads(read.arguments)) == (CALL["name"], CALL["arguments"])
 
 
 def test_text_never_reaches_the_scaffolding() -> None:
@@ -239,7 +259,9 @@ def test_a_tool_name_that_is_not_an_identifier_is_never_scaffolding() -> None:
     prompt = prompt_for("google-gemma-4-31B-it")
     turns = [Turn(Role.USER, "u"), Turn(Role.MODEL, "m"), Turn(Role.TOOL, "r", name="<|turn>x")]
     turns.append(Turn(Role.USER, "v"))
-    special = "".join(s.text for s in prompt.render("s", turns) if isinstance(s, Text) and s.special)
+    special = "".join(
+        s.text for s in prompt.render("s", turns) if isinstance(s, Text) and s.special
+    )
     assert "<|turn>x" not in special
 
 

@@ -10,6 +10,12 @@ and to several without, and generates a few tokens. The weights are random, so
 this proves the path, never what the model says. The same seed gives the same
 bytes, and the reader agrees with gguf's own.
 
+Then loopd's own production path runs on each: a loopd.toml naming the file,
+`load_model`, `choose_dialect` (the model's own template, not a hand-written
+format, with the call syntax and reasoning markers of its family), both
+self-tests, and one turn through `TurnLoop`, whose prompt opens with the
+template's own scaffolding.
+
 Reading a vocabulary takes a few seconds, writing a model one or two, loading one
 about a second. Without llama-cpp-python these tests are skipped, loudly; with CI
 set they fail.
@@ -24,9 +30,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 from gguf import GGUFReader
 
+from boxmaker.core.dialect import Dialect
+from boxmaker.core.messages import Event, TurnDone
+from boxmaker.core.reasoning import ReasoningMarkers
+from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.loopd.config import LoopdConfig, load_config
+from boxmaker.loopd.dialects import choose_dialect, self_test
+from boxmaker.loopd.main import check_tags, load_model
+from boxmaker.loopd.model import LlamaModel
+from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
+from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.testing.homes import make_home
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
+from boxmaker.testing.recording_model import RecordingModel
 from boxmaker.testing.tiny_gguf import (
     ARCHITECTURES,
     VocabularyField,
@@ -41,20 +60,27 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"
 MARKERS = ("<|im_start|>", "<|im_end|>")
 PROMPT = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+IM_START = 151644  # <|im_start|> in every Qwen vocabulary here
+THINK = ReasoningMarkers("<think>", "</think>")
+LIMITS = TurnLimits(max_tool_calls=0, max_tokens=16, reply_tokens=16, reasoning_tokens=8)
 
 
 @dataclass(frozen=True)
 class Case:
-    """An architecture, the vocabulary file it is built with, and its template."""
+    """An architecture, the vocabulary file it is built with, and its template; and
+    what loopd must read from that template: how the family writes a tool call, and
+    whether its prompt opens the reply's reasoning block."""
 
     arch: str
     vocabulary: str
     template: str
+    syntax: CallSyntax
+    opens_reasoning: bool
 
 
 CASES = [
-    Case("qwen3", "ggml-vocab-qwen2.gguf", "Qwen-Qwen3-0.6B.jinja"),
-    Case("qwen35moe", "ggml-vocab-qwen35.gguf", "Qwen3.5-4B.jinja"),
+    Case("qwen3", "ggml-vocab-qwen2.gguf", "Qwen-Qwen3-0.6B.jinja", CallSyntax.TAGGED_JSON, False),
+    Case("qwen35moe", "ggml-vocab-qwen35.gguf", "Qwen3.5-4B.jinja", CallSyntax.XML, True),
 ]
 
 
@@ -148,3 +174,70 @@ def test_reader_reads_what_gguf_reads(vocabularies: Path) -> None:
         if field.name.startswith("tokenizer.") and field.name != "tokenizer.chat_template"
     }
     assert {field.name: field.value for field in read_vocabulary(path)} == expected
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A tiny model as loopd loads it: its config, the model and the dialect chosen."""
+
+    built: Built
+    config: LoopdConfig
+    model: LlamaModel
+    dialect: Dialect
+    why: str
+
+
+@pytest.fixture(scope="module")
+def loaded(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Loaded:
+    directory = tmp_path_factory.mktemp(f"loopd-{built.case.arch}")
+    settings = {
+        "paths": {"home": str(make_home(directory))},
+        "model": {"path": str(built.path), "threads": 1, "seed": 1},
+    }
+    path = directory / "loopd.toml"
+    path.write_text(tomli_w.dumps(settings), encoding="utf-8")
+    config = load_config(path, {})
+    model = load_model(config)
+    dialect, why = choose_dialect(config, model)
+    return Loaded(built, config, model, dialect, why)
+
+
+def test_loopd_speaks_the_models_own_template(loaded: Loaded) -> None:
+    dialect = loaded.dialect
+    assert loaded.model.chat_template == loaded.built.template
+    assert (dialect.name, loaded.why) == ("template", "the model's own chat template")
+    assert dialect.syntax is loaded.built.case.syntax
+    assert dialect.opens_reasoning is loaded.built.case.opens_reasoning
+    assert dialect.reasoning == THINK
+    assert {"<|im_start|>", "<|im_end|>"} <= set(dialect.markers)
+    assert "<|im_end|>" in dialect.stop
+
+
+def test_loopds_self_tests_pass(loaded: Loaded) -> None:
+    assert loaded.model.markers
+    assert self_test(loaded.model, loaded.dialect) == []
+    check_tags(loaded.model, loaded.dialect)  # StartupError when it fails
+
+
+def test_one_turn_through_loopds_turn_loop(loaded: Loaded, tmp_path: Path) -> None:
+    model = RecordingModel(loaded.model)
+    home = make_home(tmp_path)
+    markers = tuple(m.text for m in loaded.model.markers)
+    turns = TurnLoop(model, loaded.dialect, SessionLogs(home), None, LIMITS, markers=markers)
+    events: list[Event] = []
+
+    done = turns.run("s1", "Hello", False, events.append)
+
+    assert isinstance(done, TurnDone)
+    assert done.session == "s1"
+    entries = SessionLogs(home).open("s1").entries
+    assert entries[0] == UserEntry(text="Hello")
+    replies = [entry for entry in entries if isinstance(entry, ModelEntry)]
+    assert replies
+    assert replies[0].ids
+    prompt = model.calls[0].prompt
+    assert prompt[0] == IM_START
+    assert loaded.model.tokenize("<|im_start|>", special=True) == [IM_START]
+    opened = "<think>\n" if loaded.built.case.opens_reasoning else ""
+    ending = loaded.model.tokenize(f"<|im_start|>assistant\n{opened}", special=True)
+    assert prompt[-len(ending) :] == ending
