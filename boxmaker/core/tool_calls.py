@@ -16,6 +16,8 @@ Each model family writes its calls in the syntax its chat template teaches it
                  <｜tool▁call▁begin｜>function<｜tool▁sep｜>N + a ```json fence
                  + <｜tool▁call▁end｜>, any number (the R1 distills);
     gemma4       <|tool_call>call:N{k:v,...}<tool_call|>, any number (Gemma 4);
+    phi4         <|tool_call|>{"name": N, "arguments": {...}}<|/tool_call|>, any
+                 number (Phi-4-mini);
     bare_json    the whole reply is {"name": N, "arguments": {...}}, one or more,
                  optionally in a ```json fence (Gemma 2 and 3, and templates
                  with no tool syntax).
@@ -23,7 +25,7 @@ Each model family writes its calls in the syntax its chat template teaches it
 No syntax (`None`, the default) reads tagged_json when the reply holds a
 `<tool_call>`, else bare_json. How a reply is cut, in this order:
 
-1. **Spans.** In tagged_json, xml, deepseek_r1 and gemma4 a call opens at its
+1. **Spans.** In tagged_json, xml, deepseek_r1, gemma4 and phi4 a call opens at its
    opener (`call_openers`) and runs to the first closer after it (`CLOSERS`),
    or to the end of the reply when none follows; in mistral it runs to the end
    of the reply. The content is the reply without its calls.
@@ -86,6 +88,7 @@ class CallSyntax(StrEnum):
     MISTRAL = "mistral"
     DEEPSEEK_R1 = "deepseek_r1"
     GEMMA4 = "gemma4"
+    PHI4 = "phi4"
     BARE_JSON = "bare_json"
 
 
@@ -93,6 +96,7 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 DS_OPEN, DS_CLOSE = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"  # noqa: RUF001
 GEMMA_OPEN, GEMMA_CLOSE = "<|tool_call>", "<tool_call|>"
 PYTHON_TAG = "<|python_tag|>"
+PHI_OPEN, PHI_CLOSE = "<|tool_call|>", "<|/tool_call|>"
 
 # The one table: what opens a call in each syntax. A span syntax's opener has its
 # closer in CLOSERS (None: the call runs to the end of the reply); a whole-reply
@@ -104,6 +108,7 @@ _OPENERS: dict[CallSyntax, tuple[str, ...]] = {
     CallSyntax.MISTRAL: (TOOL_CALLS,),
     CallSyntax.DEEPSEEK_R1: (DS_OPEN,),
     CallSyntax.GEMMA4: (GEMMA_OPEN,),
+    CallSyntax.PHI4: (PHI_OPEN,),
     CallSyntax.BARE_JSON: ("{", "```"),
 }
 CLOSERS: Mapping[str, str | None] = {
@@ -111,6 +116,7 @@ CLOSERS: Mapping[str, str | None] = {
     TOOL_CALLS: None,
     DS_OPEN: DS_CLOSE,
     GEMMA_OPEN: GEMMA_CLOSE,
+    PHI_OPEN: PHI_CLOSE,
 }
 WHOLE_REPLY = frozenset({CallSyntax.LLAMA3_JSON, CallSyntax.BARE_JSON})
 
@@ -141,6 +147,8 @@ def _read_span(syntax: CallSyntax, body: str, closed: bool, schemas: Schemas | N
         return [BadToolCall(f"the tool call was not closed with {CLOSERS[_OPENERS[syntax][0]]}")]
     if syntax is CallSyntax.XML:
         return [read_xml_call(body, schemas)]
+    if syntax is CallSyntax.PHI4:
+        return [read_json_call(body.strip())]
     return [read_gemma_call(body, schemas)]
 
 

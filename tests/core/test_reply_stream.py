@@ -307,6 +307,8 @@ def render_span_call(syntax: CallSyntax | None, name: str, arguments: Arguments)
     if syntax is S.DEEPSEEK_R1:
         body = json.dumps(arguments, ensure_ascii=False)
         return f"{DS_CALL}function{DS_SEP}{name}\n```json\n{body}\n```{DS_CALL_END}"
+    if syntax is S.PHI4:
+        return f"<|tool_call|>{json.dumps({'name': name, 'arguments': arguments})}<|/tool_call|>"
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 

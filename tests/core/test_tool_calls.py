@@ -507,3 +507,33 @@ def test_a_templates_call_with_arguments_as_text(template: Template) -> None:
         assert template.text_reads_back is None
         return
     assert reads_back(parse_reply(text, template.syntax, SCHEMAS)) is template.text_reads_back
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "names"),
+    [
+        pytest.param(
+            '<|tool_call|>{"name": "clock", "arguments": {}}<|/tool_call|>', "", ["clock"], id="one"
+        ),
+        pytest.param(
+            'Sure. <|tool_call|>{"name": "a", "arguments": {}}<|/tool_call|>'
+            '<|tool_call|>{"name": "b", "arguments": {"x": 1}}<|/tool_call|> Done.',
+            "Sure.  Done.",
+            ["a", "b"],
+            id="two-in-order-with-text",
+        ),
+        pytest.param(
+            "<tool_call>{}</tool_call>", "<tool_call>{}</tool_call>", [], id="other-tags-are-text"
+        ),
+    ],
+)
+def test_phi4_calls(text: str, content: str, names: list[str]) -> None:
+    reply = parse_reply(text, CallSyntax.PHI4)
+    assert reply.content == content
+    assert [c.name for c in reply.calls if isinstance(c, ToolCall)] == names
+
+
+def test_an_unclosed_phi4_call_is_a_bad_call_the_model_reads() -> None:
+    (bad,) = parse_reply('<|tool_call|>{"name": "a"', CallSyntax.PHI4).calls
+    assert isinstance(bad, BadToolCall)
+    assert "not closed" in bad.problem

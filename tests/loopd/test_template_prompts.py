@@ -68,7 +68,7 @@ FAMILIES = [
     ("mistralai-Mistral-Nemo-Instruct-2407", EOS, CallSyntax.MISTRAL, False),
     ("Mistral-Small-3.2-24B-Instruct-2506", EOS, CallSyntax.MISTRAL, False),
     ("microsoft-Phi-3.5-mini-instruct", "<|end|>", None, True),
-    ("llama-cpp-microsoft-Phi-4-mini-instruct", "<|end|>", None, True),
+    ("llama-cpp-microsoft-Phi-4-mini-instruct", "<|end|>", CallSyntax.PHI4, True),
     ("google-gemma-2-2b-it", "<end_of_turn>", None, True),
     ("google-gemma-3-it", "<end_of_turn>", None, True),
     ("google-gemma-4-31B-it", "<turn|>", CallSyntax.GEMMA4, False),
@@ -90,6 +90,7 @@ CALL_EDGES = {
     CallSyntax.XML: ("<tool_call>", "</tool_call>"),
     CallSyntax.DEEPSEEK_R1: (DS_BEGIN_CALLS, DS_END_CALLS),
     CallSyntax.GEMMA4: ("<|tool_call>", "<tool_call|>"),
+    CallSyntax.PHI4: ("<|tool_call|>", "<|/tool_call|>"),
     CallSyntax.MISTRAL: ("[TOOL_CALLS]", EOS),
     CallSyntax.LLAMA3_JSON: ('{"name"', "<|eot_id|>"),
 }
