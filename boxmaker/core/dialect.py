@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from boxmaker.core.chat_format import ChatFormat, Role, Segment, Turn
 from boxmaker.core.reasoning import ReasoningMarkers
 from boxmaker.core.template_prompt import Stretches, TemplatePrompt
-from boxmaker.core.tool_calls import CallSyntax, call_openers
+from boxmaker.core.tool_calls import CallSyntax, call_openers, syntax_markers
 
 # Stop markers a template's family also ends a reply with, where the vocabulary has them
 EXTRA_STOPS = ("<|eom_id|>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_turn>")
@@ -52,6 +52,14 @@ class Dialect:
     def openers(self) -> tuple[str, ...]:
         """The texts that open a tool call in this dialect's syntax."""
         return call_openers(self.syntax)
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """The markers the model's own text must show (its reasoning markers and those
+        its calls are written with), even where they are control tokens that llama.cpp
+        renders as nothing when it turns tokens into text."""
+        reasoning = (self.reasoning.open, self.reasoning.close) if self.reasoning else ()
+        return tuple(dict.fromkeys((*reasoning, *syntax_markers(self.syntax))))
 
     @property
     def marked_openers(self) -> tuple[str, ...]:

@@ -50,7 +50,13 @@ from enum import StrEnum
 from typing import Any
 
 from boxmaker.core.call_syntaxes import (
+    ARGS,
+    CALL_ID,
+    DS_CALL_BEGIN,
+    DS_CALL_END,
+    DS_SEP,
     FENCE,
+    GEMMA_QUOTE,
     TOOL_CALLS,
     BadToolCall,
     Call,
@@ -76,6 +82,7 @@ __all__ = [
     "ToolCall",
     "call_openers",
     "parse_reply",
+    "syntax_markers",
 ]
 
 
@@ -119,6 +126,26 @@ CLOSERS: Mapping[str, str | None] = {
     PHI_OPEN: PHI_CLOSE,
 }
 WHOLE_REPLY = frozenset({CallSyntax.LLAMA3_JSON, CallSyntax.BARE_JSON})
+
+
+# Every marker a syntax writes besides its openers and closers
+_INNER: dict[CallSyntax, tuple[str, ...]] = {
+    CallSyntax.MISTRAL: (ARGS, CALL_ID),
+    CallSyntax.DEEPSEEK_R1: (DS_CALL_BEGIN, DS_CALL_END, DS_SEP),
+    CallSyntax.GEMMA4: (GEMMA_QUOTE,),
+}
+
+
+def syntax_markers(syntax: CallSyntax | None) -> tuple[str, ...]:
+    """Every marker-like text a call in `syntax` is written with (openers, closers and
+    inner marks; never a bare `{` or fence): what the model's text must show, where
+    the vocabulary has them as special tokens that would otherwise render as nothing."""
+    marks = [o for o in call_openers(syntax) if o[:1] in "<["]
+    marks += [c for o in marks if (c := CLOSERS.get(o))]
+    marks += _INNER.get(syntax, ()) if syntax is not None else ()
+    if syntax is CallSyntax.LLAMA3_JSON:
+        marks.append(PYTHON_TAG)
+    return tuple(dict.fromkeys(marks))
 
 
 def call_openers(syntax: CallSyntax | None) -> tuple[str, ...]:

@@ -223,6 +223,7 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
     model = load_model(config)
     chat_format, chosen = choose_dialect(config, model)
+    model.show(chat_format.shown)
     log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
     problems = self_test(model, chat_format)
     if problems:

@@ -94,6 +94,7 @@ class LlamaModel:
             swa_full=True,
             verbose=False,
         )
+        self._shown: frozenset[int] = frozenset()  # special tokens rendered as their text
         self._current: str | None = None
         self._saved: OrderedDict[str, Any] = OrderedDict()
         # Every generation runs on this one long-lived thread: llama.cpp's OpenMP
@@ -125,6 +126,12 @@ class LlamaModel:
     @sampling.setter
     def sampling(self, sampling: Sampling) -> None:
         self._sampling = sampling
+
+    def show(self, texts: Sequence[str]) -> None:
+        """Render these markers (each one special token) as their text in what the model
+        writes; other special tokens render as nothing, as llama.cpp renders them."""
+        ids = [self.tokenize(t, special=True) for t in texts]
+        self._shown = frozenset(i[0] for i in ids if len(i) == 1)
 
     def _special_text(self, token: int) -> str:
         """A special token's text ("" for none, as llama.cpp writes -1)."""
@@ -199,7 +206,10 @@ class LlamaModel:
                     finished = True
                     break
                 out.append(token)
-                pieces.append(decoder.decode(self._llm.detokenize([token], prev_tokens=out[:-1])))
+                piece = self._llm.detokenize(
+                    [token], prev_tokens=out[:-1], special=token in self._shown
+                )
+                pieces.append(decoder.decode(piece))
                 if pieces[-1]:
                     on_text(pieces[-1])
                 if len(out) >= min(max_tokens, room):
