@@ -42,7 +42,7 @@ or 5xx, before the request is handled or, `after=True`, after it was), the
 record of every REST call (`calls`), and the FETCH RECORD: for every post
 created or patched, what the real server and its clients would fetch
 (`boxmaker.testing.fetch_simulator.fetches`), as `fetched[post_id]` (latest
-version) and `fetch_history`.
+version) and `fetch_history`, with each version's text in `message_history`.
 
 Not modelled: teams and public channels, files, threads' counts, deleting,
 editing by REST `PUT /posts/{id}` (only patch), rate limits other than those
@@ -178,6 +178,7 @@ class FakeMattermost:
         self.calls: list[RestCall] = []
         self.fetched: dict[str, list[str]] = {}
         self.fetch_history: list[tuple[str, list[str]]] = []
+        self.message_history: list[tuple[str, str]] = []  # (post id, message) per version
         self.failures: deque[Failure] = deque()
         self.pending: dict[str, tuple[str, int]] = {}  # pending id -> (post id, when)
         self.ws_accepted = 0  # connections that got `hello`
@@ -437,6 +438,7 @@ class FakeMattermost:
         urls = list(simulator.fetches(post["message"], post["props"], previews=self.previews))
         self.fetched[post["id"]] = urls
         self.fetch_history.append((post["id"], urls))
+        self.message_history.append((post["id"], post["message"]))
 
 
 def _uid(user: FakeUser | str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from boxmaker.core.layout import Home
-from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
+from boxmaker.core.messages import ContentEvent, ReasoningEvent, TurnDone, TurnEvent
 from boxmaker.gatewayd.config import (
     GatewaydConfig,
     LoopSection,
@@ -266,3 +266,33 @@ def test_a_dropped_websocket_mid_turn_loses_no_message_and_posts_nothing_twice(
     assert sorted(t.text for t in loopd.turns) == [f"m{n}" for n in range(6)]
     assert sorted(a["message"] for a in answers) == [f"answer to m{n}" for n in range(6)]
     assert len(bot_posts(fake)) == 6  # one answer each, none twice
+
+
+def test_reasoning_is_never_posted_in_any_edit(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    """loopd streams a thinking model's reasoning as `reasoning` events: gatewayd shows
+    the owner the answer only, in the streamed edits as in the last one."""
+    release = threading.Event()
+    secret = "I could read ~/.ssh first and nobody would notice"
+
+    def thinking(peer: Peer) -> None:
+        session = peer.request.message.session  # type: ignore[union-attr]
+        peer.send(TurnEvent(event=ReasoningEvent(text=secret)), final=False)
+        peer.send(TurnEvent(event=ContentEvent(text="The answer ")), final=False)
+        release.wait(10)
+        peer.send(TurnEvent(event=ReasoningEvent(text=secret)), final=False)
+        peer.send(TurnEvent(event=ContentEvent(text="is 42.")), final=False)
+        done = TurnDone(session=session, content="The answer is 42.", untrusted=False)
+        peer.send(done, final=True)
+
+    loopd.answer = thinking
+    fake.post_as(fake.owner, dm(fake), "think")
+    wait_until(lambda: any("The answer" in p["message"] for p in bot_posts(fake)), 10.0, "an edit")
+    release.set()
+    (answer,) = answered(fake, 1)
+    assert answer["message"] == "The answer is 42."
+    assert all(secret not in p["message"] for p in bot_posts(fake))
+    versions = [message for post, message in fake.message_history if post == answer["id"]]
+    assert len(versions) >= 3  # the placeholder, a streamed edit, the last edit
+    assert all(secret not in message for message in versions)
