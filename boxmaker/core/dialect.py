@@ -31,7 +31,15 @@ from boxmaker.core.template_prompt import Stretches, TemplatePrompt
 from boxmaker.core.tool_calls import CallSyntax, call_openers, syntax_markers
 
 # Stop markers a template's family also ends a reply with, where the vocabulary has them
-EXTRA_STOPS = ("<|eom_id|>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_turn>")
+# (Gemma 4's model ends a reply that calls a tool with <|tool_response>)
+EXTRA_STOPS = (
+    "<|eom_id|>",
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<end_of_turn>",
+    "<|tool_response>",
+)
 
 Render = Callable[[str, Sequence[Turn], Stretches | None], list[Segment]]
 

@@ -29,7 +29,7 @@ filter as Hugging Face defines it (`ensure_ascii=False`, `indent`,
 from __future__ import annotations
 
 import json
-import threading
+from contextvars import ContextVar
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -71,21 +71,26 @@ def _size(value: Any) -> int:
     return 0
 
 
+# The bounds of the render running in this thread (each thread has a context of its
+# own, so renders in several threads count apart)
+_BOUNDS: ContextVar[_Bounds | None] = ContextVar("template_bounds", default=None)
+
+
 class _BoundedEnvironment(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+"})
 
     def __init__(self, max_output: int) -> None:
         super().__init__(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False)
         self.max_output = max_output
-        self.bounds: _Bounds | None = None
         self.filters = {name: self._counted(f) for name, f in self.filters.items()}
         self.filters["tojson"] = self._counted(_tojson)
         self.globals["range"] = self._range
         self.globals["raise_exception"] = _raise_exception
 
     def _step(self) -> None:
-        if self.bounds is not None:
-            self.bounds.step()
+        bounds = _BOUNDS.get()
+        if bounds is not None:
+            bounds.step()
 
     def _counted(self, function: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:
@@ -166,7 +171,6 @@ class ChatTemplate:
         self._max_steps = max_steps
         self._max_seconds = max_seconds
         self._environment = _BoundedEnvironment(max_output)
-        self._lock = threading.Lock()  # one render at a time: the bounds live on the environment
         try:
             self._template = self._environment.from_string(source)
         except jinja2.TemplateError as exc:
@@ -186,10 +190,9 @@ class ChatTemplate:
         extra: Mapping[str, Any] | None = None,
     ) -> str:
         """The template's text for `messages`; TemplateError on anything but text."""
-        with self._lock:
-            return self._render(
-                messages, tools, add_generation_prompt, bos_token, eos_token, now, extra or {}
-            )
+        return self._render(
+            messages, tools, add_generation_prompt, bos_token, eos_token, now, extra or {}
+        )
 
     def _render(
         self,
@@ -202,7 +205,7 @@ class ChatTemplate:
         extra: Mapping[str, Any],
     ) -> str:
         environment = self._environment
-        environment.bounds = _Bounds(self._max_steps, self._max_seconds, self._clock)
+        token = _BOUNDS.set(_Bounds(self._max_steps, self._max_seconds, self._clock))
         variables: dict[str, Any] = {
             **extra,
             "messages": messages,
@@ -232,7 +235,7 @@ class ChatTemplate:
         except Exception as exc:  # a template is hostile input: anything it raises is its fault
             raise TemplateError(f"the template failed: {_one_line(exc)}") from exc
         finally:
-            environment.bounds = None
+            _BOUNDS.reset(token)
         return "".join(pieces)
 
 

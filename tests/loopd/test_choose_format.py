@@ -27,7 +27,7 @@ from boxmaker.core.chat_format import (
 )
 from boxmaker.core.errors import ConfigError, StartupError
 from boxmaker.loopd.config import LoopdConfig, ModelSection, load_config
-from boxmaker.loopd.main import SELFTEST_POINTER, choose_format, self_test
+from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_format, self_test
 from boxmaker.testing.scripted_model import OFFSET, ScriptedModel
 
 TEMPLATES = {

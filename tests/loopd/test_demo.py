@@ -27,12 +27,11 @@ from boxmaker.core.messages import (
     ToolCallStartedEvent,
     ToolRequest,
 )
-from boxmaker.core.tool_calls import ToolCall, parse_reply
+from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
 from boxmaker.loopd import main as loopd_main
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.core.tool_calls import CallSyntax
 from boxmaker.loopd.tools import system_prompt
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home

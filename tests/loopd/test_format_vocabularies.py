@@ -23,7 +23,7 @@ import pytest
 from boxmaker.core.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.core.errors import StartupError
 from boxmaker.loopd.config import LoopdConfig
-from boxmaker.loopd.main import choose_format
+from boxmaker.loopd.dialects import choose_format
 from boxmaker.loopd.model import Generation
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 

@@ -19,7 +19,7 @@ from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import load_config
-from boxmaker.loopd.main import choose_format, self_test
+from boxmaker.loopd.dialects import choose_format, self_test
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.turn import TurnLimits
