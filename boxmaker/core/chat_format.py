@@ -30,6 +30,12 @@ the message:
     mistral  <s> once, then  [INST] ...[/INST]  and the model's reply with no
              opening marker, closed by </s>; no system or tool role, as in
              gemma; stops at </s>
+    deepseek_r1  <｜begin▁of▁sentence｜> once, then <｜User｜>...  and
+             <｜Assistant｜>... closed by <｜end▁of▁sentence｜> (the role is the
+             marker, no gap); no system or tool role, as in gemma (the R1 distills)
+    gemma4   <bos> once, then  <|turn>user\n ... <turn|>\n  (Gemma 4), roles
+             system, user and model; a tool result is a labelled user turn;
+             stops at <turn|>, <eos>
 
 The general shape of a turn, which every format fills in: `open_turn`, the
 role's name (itself a marker where `role_markers`), `end_header`, the
@@ -43,7 +49,7 @@ whose markers are all there; none, or more than one, is no format (the caller
 refuses to start and names the key). Whoever loads the model then checks with
 `missing_markers` that every marker of the chosen format is one token with
 special parsing, so a format is never used with a vocabulary that lacks it.
-"""
+"""  # noqa: RUF002 (DeepSeek's markers are full-width)
 
 from __future__ import annotations
 
@@ -149,7 +155,7 @@ class ChatFormat:
 
     def _footer(self, role: Role) -> list[Segment]:
         close = self.close_reply if role is Role.MODEL and self.close_reply else self.close_turn
-        segments: list[Segment] = [Text(close, special=True)]
+        segments: list[Segment] = [Text(close, special=True)] if close else []
         return [*segments, Text(self.turn_gap)] if self.turn_gap else segments
 
 
@@ -226,7 +232,40 @@ MISTRAL = ChatFormat(
     turn_gap="",
 )
 
-KNOWN_FORMATS = {f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL)}
+_BAR, _SPACE = "\uff5c", "\u2581"  # DeepSeek's full-width bar and its word mark
+DEEPSEEK_R1 = ChatFormat(
+    name="deepseek_r1",
+    bos=f"<{_BAR}begin{_SPACE}of{_SPACE}sentence{_BAR}>",
+    open_turn="",
+    close_turn="",
+    stop=(f"<{_BAR}end{_SPACE}of{_SPACE}sentence{_BAR}>",),
+    roles={
+        Role.USER: f"<{_BAR}User{_BAR}>",
+        Role.MODEL: f"<{_BAR}Assistant{_BAR}>",
+        Role.TOOL: f"<{_BAR}User{_BAR}>",
+    },
+    system_role=False,
+    detect=(f"<{_BAR}User{_BAR}>", f"<{_BAR}Assistant{_BAR}>"),
+    role_markers=True,
+    header_gap="",
+    close_reply=f"<{_BAR}end{_SPACE}of{_SPACE}sentence{_BAR}>",
+    turn_gap="",
+)
+
+GEMMA4 = ChatFormat(
+    name="gemma4",
+    bos="<bos>",
+    open_turn="<|turn>",
+    close_turn="<turn|>",
+    stop=("<turn|>", "<eos>"),
+    roles={Role.SYSTEM: "system", Role.USER: "user", Role.MODEL: "model", Role.TOOL: "user"},
+    system_role=True,
+    detect=("<|turn>", "<turn|>"),
+)
+
+KNOWN_FORMATS = {
+    f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL, DEEPSEEK_R1, GEMMA4)
+}
 
 # The formats whose markers open the default memory tag list (`sanitize.tags`,
 # spec 003 section 6.2); the others' markers come from the loaded model's list.

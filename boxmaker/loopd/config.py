@@ -7,7 +7,8 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
     [paths]   home
     [model]   path ("" = the embedded default model), template ("auto": the model
               file's own chat template, else the hand-written format its markers
-              name; or one of "gemma", "chatml", "llama3", "phi3", "mistral":
+              name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
+              "deepseek_r1", "gemma4":
               `boxmaker.core.chat_format`), context, threads, max_tokens (one
               reply, 16,384), reasoning_tokens (of a reply's reasoning, 8,192:
               past it loopd closes the block), thinking (true: the template's
@@ -46,7 +47,9 @@ class PathsSection(Section):
 
 class ModelSection(Section):
     path: str = ""
-    template: Literal["auto", "gemma", "chatml", "llama3", "phi3", "mistral"] = "auto"
+    template: Literal[
+        "auto", "gemma", "chatml", "llama3", "phi3", "mistral", "deepseek_r1", "gemma4"
+    ] = "auto"
     context: int = Field(default=4096, ge=256)
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     max_tokens: int = Field(default=16_384, ge=1)

@@ -94,6 +94,25 @@ EXPECTED: dict[str, list[Segment]] = {
     ],
 }
 
+U, A = "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"  # DeepSeek's, full-width bars
+BEGIN, END = "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"
+EXPECTED["deepseek_r1"] = [
+    M(BEGIN),
+    *(M(U), T("Be brief.\n\n"), T("read my notes")),
+    *(M(A), REPLY, M(END)),
+    *(M(U), T("[result of call_tool]\n"), T("buy milk")),
+    M(A),
+]
+EXPECTED["gemma4"] = [
+    M("<bos>"),
+    *(M("<|turn>"), T("system\n"), T("Be brief."), M("<turn|>"), T("\n")),
+    *(M("<|turn>"), T("user\n"), T("read my notes"), M("<turn|>"), T("\n")),
+    *(M("<|turn>"), T("model\n"), REPLY, M("<turn|>"), T("\n")),
+    *(M("<|turn>"), T("user\n"), T("[result of call_tool]\n"), T("buy milk")),
+    *(M("<turn|>"), T("\n")),
+    *(M("<|turn>"), T("model\n")),
+]
+
 SPELLED = {
     "gemma": (
         "<bos><start_of_turn>user\nBe brief.\n\nread my notes<end_of_turn>\n"
@@ -121,6 +140,14 @@ SPELLED = {
     "mistral": (
         "<s>[INST] Be brief.\n\nread my notes[/INST]#</s>"
         "[INST] [result of call_tool]\nbuy milk[/INST]"
+    ),
+    "deepseek_r1": (
+        f"{BEGIN}{U}Be brief.\n\nread my notes{A}#{END}{U}[result of call_tool]\nbuy milk{A}"
+    ),
+    "gemma4": (
+        "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nread my notes<turn|>\n"
+        "<|turn>model\n#<turn|>\n<|turn>user\n[result of call_tool]\nbuy milk<turn|>\n"
+        "<|turn>model\n"
     ),
 }
 
@@ -165,7 +192,15 @@ def test_a_reply_without_ids_is_ordinary_text(name: str) -> None:
 
 def test_gemma_and_chatml_are_the_memory_formats() -> None:
     assert FORMATS == {"gemma": GEMMA, "chatml": CHATML}
-    assert set(KNOWN_FORMATS) == {"gemma", "chatml", "llama3", "phi3", "mistral"}
+    assert set(KNOWN_FORMATS) == {
+        "gemma",
+        "chatml",
+        "llama3",
+        "phi3",
+        "mistral",
+        "deepseek_r1",
+        "gemma4",
+    }
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from boxmaker.loopd.config import LoopdConfig, ModelSection, load_config
 from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_format, self_test
 from boxmaker.testing.scripted_model import OFFSET, ScriptedModel
 
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "chat_templates"
 TEMPLATES = {
     "gemma": (
         "{{ bos_token }}{% for message in messages %}"
@@ -61,6 +62,9 @@ TEMPLATES = {
         "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}"
         "{% endif %}{% endfor %}"
     ),
+    # the families added with issue 25: their real templates, from the fixtures
+    "deepseek_r1": FIXTURES.joinpath("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja").read_text(),
+    "gemma4": FIXTURES.joinpath("google-gemma-4-31B-it.jinja").read_text(),
 }
 LLAMA2_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'user' %}"

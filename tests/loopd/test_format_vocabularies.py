@@ -85,7 +85,7 @@ SINGLE = {
     "qwen2": {"chatml"},
     "qwen35": {"chatml"},
     "llama-spm": set(),  # Llama 2: [INST] is plain text
-    "gemma-4": set(),  # Gemma 4's turn markers are not Gemma 3's
+    "gemma-4": {"gemma4"},  # Gemma 4's turn markers are not Gemma 3's
 }
 
 
@@ -103,7 +103,8 @@ def test_each_format_is_whole_only_in_the_vocabulary_of_its_family(
 
 
 @pytest.mark.parametrize(
-    ("vocabulary", "expected"), [("phi-3", "phi3"), ("qwen2", "chatml"), ("qwen35", "chatml")]
+    ("vocabulary", "expected"),
+    [("phi-3", "phi3"), ("qwen2", "chatml"), ("qwen35", "chatml"), ("gemma-4", "gemma4")],
 )
 def test_auto_picks_the_family_from_the_files_own_template(
     vocabularies: dict[str, VocabularyOnly], vocabulary: str, expected: str
@@ -122,7 +123,6 @@ def test_a_named_format_is_taken_where_the_vocabulary_has_it(
     [
         ("llama-spm", "mistral"),
         ("llama-spm", "auto"),
-        ("gemma-4", "auto"),
         ("gemma-4", "gemma"),
         ("qwen2", "llama3"),
         ("llama-bpe", "auto"),
