@@ -263,9 +263,7 @@ GEMMA4 = ChatFormat(
     detect=("<|turn>", "<turn|>"),
 )
 
-KNOWN_FORMATS = {
-    f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL, DEEPSEEK_R1, GEMMA4)
-}
+KNOWN_FORMATS = {f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL, DEEPSEEK_R1, GEMMA4)}
 
 # The formats whose markers open the default memory tag list (`sanitize.tags`,
 # spec 003 section 6.2); the others' markers come from the loaded model's list.

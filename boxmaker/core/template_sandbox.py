@@ -29,8 +29,8 @@ filter as Hugging Face defines it (`ensure_ascii=False`, `indent`,
 from __future__ import annotations
 
 import json
-from contextvars import ContextVar
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
