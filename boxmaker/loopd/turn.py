@@ -71,11 +71,13 @@ import json
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from boxmaker.core.chat_format import ChatFormat, Text, Tokens
+from boxmaker.core.chat_format import ChatFormat, Segment, Tokens
 from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
@@ -132,6 +134,21 @@ class TurnLimits:
     reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
 
 
+CACHED_SESSIONS = 16
+_V = TypeVar("_V")
+
+
+def _recent(cache: OrderedDict[str, _V], session: str, make: Callable[[], _V]) -> _V:
+    """`session`'s entry in `cache` (made if new), now its most recent; the oldest past
+    CACHED_SESSIONS are dropped (a dropped session is rendered again, never wrongly)."""
+    if session not in cache:
+        cache[session] = make()
+    cache.move_to_end(session)
+    while len(cache) > CACHED_SESSIONS:
+        cache.popitem(last=False)
+    return cache[session]
+
+
 @dataclass(frozen=True)
 class _Reply:
     ids: tuple[int, ...]
@@ -172,7 +189,10 @@ class TurnLoop:
         self._clock = clock
         self._system = system_prompt(dialect.teach, dialect.prompt_teaches_syntax)
         self._stop = self._stop_ids()
-        self._stretches: dict[str, Stretches] = {}  # each session's prompt, as rendered so far
+        # each session's prompt as rendered so far, and its segments' token ids: reused
+        # while the log only grows (the last CACHED_SESSIONS sessions)
+        self._stretches: OrderedDict[str, Stretches] = OrderedDict()
+        self._tokens: OrderedDict[str, list[tuple[Segment, list[int]]]] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -210,14 +230,22 @@ class TurnLoop:
 
     def prompt(self, session_log: SessionLog) -> list[int]:
         """The token ids of the next prompt for this session, rendered from its log."""
+        session = session_log.path.stem
         system = "\n\n".join((self._system, *session_log.memory))
-        cache = self._stretches.setdefault(session_log.path.stem, Stretches())
+        cache = _recent(self._stretches, session, Stretches)
+        before = _recent(self._tokens, session, list)
+        made: list[tuple[Segment, list[int]]] = []
         ids: list[int] = []
-        for segment in self._dialect.render(system, session_log.turns(), cache):
-            if isinstance(segment, Tokens):
-                ids.extend(segment.ids)
-            elif isinstance(segment, Text):
-                ids.extend(self._model.tokenize(segment.text, special=segment.special))
+        for at, segment in enumerate(self._dialect.render(system, session_log.turns(), cache)):
+            if at < len(before) and before[at][0] == segment:  # the same segment as last time
+                part = before[at][1]
+            elif isinstance(segment, Tokens):
+                part = list(segment.ids)
+            else:
+                part = self._model.tokenize(segment.text, special=segment.special)
+            made.append((segment, part))
+            ids.extend(part)
+        self._tokens[session] = made
         return ids
 
     def run(self, session: str, text: str, resume: bool, emit: Callable[[Event], None]) -> TurnDone:
