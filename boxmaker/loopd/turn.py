@@ -98,8 +98,10 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.reasoning import ReasoningStream
 from boxmaker.core.reply_stream import ReplyStream
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.template_prompt import Stretches
+from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
@@ -284,7 +286,14 @@ class TurnLoop:
             budget = min(self._limits.reply_tokens, self._limits.max_tokens - generated)
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
-            prompt = self.prompt(session_log)
+            try:
+                prompt = self.prompt(session_log)
+            except TemplateError as exc:  # probed at start; this conversation breaks it
+                raise TurnRefusedError(
+                    f"the model's chat template cannot render this session: {exc}; "
+                    f"{Runbook.LOOPD_TEMPLATE_REFUSED.pointer}",
+                    ErrorCode.UNAVAILABLE,
+                ) from exc
             try:
                 last = budget == self._limits.max_tokens - generated
                 generation = self._reply(session, prompt, budget, last, emit)
