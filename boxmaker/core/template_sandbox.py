@@ -190,24 +190,10 @@ class ChatTemplate:
         extra: Mapping[str, Any] | None = None,
     ) -> str:
         """The template's text for `messages`; TemplateError on anything but text."""
-        return self._render(
-            messages, tools, add_generation_prompt, bos_token, eos_token, now, extra or {}
-        )
-
-    def _render(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        add_generation_prompt: bool,
-        bos_token: str,
-        eos_token: str,
-        now: datetime,
-        extra: Mapping[str, Any],
-    ) -> str:
         environment = self._environment
         token = _BOUNDS.set(_Bounds(self._max_steps, self._max_seconds, self._clock))
         variables: dict[str, Any] = {
-            **extra,
+            **(extra or {}),
             "messages": messages,
             "add_generation_prompt": add_generation_prompt,
             "bos_token": bos_token,

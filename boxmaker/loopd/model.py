@@ -111,8 +111,8 @@ class LlamaModel:
         self.chat_template: str | None = template if isinstance(template, str) else None
         architecture = metadata.get("general.architecture")
         self.architecture: str | None = architecture if isinstance(architecture, str) else None
-        self.bos_text = self._special_text(self._llm.token_bos())
-        self.eos_text = self._special_text(self._llm.token_eos())
+        self.bos_text = special_text(self._llm, self._llm.token_bos())
+        self.eos_text = special_text(self._llm, self._llm.token_eos())
         self.add_bos = str(metadata.get("tokenizer.ggml.add_bos_token")) == "true"
         # every token text could produce that is not plain text (docs/markers.md)
         vocabulary = LlamaVocabulary(self._llm)
@@ -132,13 +132,6 @@ class LlamaModel:
         writes; other special tokens render as nothing, as llama.cpp renders them."""
         ids = [self.tokenize(t, special=True) for t in texts]
         self._shown = frozenset(i[0] for i in ids if len(i) == 1)
-
-    def _special_text(self, token: int) -> str:
-        """A special token's text ("" for none, as llama.cpp writes -1)."""
-        if token < 0:
-            return ""
-        data: bytes = self._llm.detokenize([token], special=True)
-        return data.decode("utf-8", errors="replace")
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         with self._lock:
@@ -249,6 +242,14 @@ def _run_jobs(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | No
             except BaseException as exc:  # handed to the caller, which raises it
                 future.set_exception(exc)
         del item, future, job  # hold nothing of the model while waiting
+
+
+def special_text(llm: Any, token: int) -> str:
+    """A special token's text, from a llama-cpp-python `Llama` ("" for none: -1)."""
+    if token < 0:
+        return ""
+    data: bytes = llm.detokenize([token], special=True)
+    return data.decode("utf-8", errors="replace")
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -47,7 +47,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
     unlisted,
 )
-from boxmaker.loopd.model import Generation, embedded_model_path
+from boxmaker.loopd.model import Generation, embedded_model_path, special_text
 
 SAMPLE_SYSTEM = "You are a helpful assistant."
 SAMPLE = [
@@ -68,16 +68,10 @@ class VocabularyModel:
         self.metadata: dict[str, str] = dict(self._llm.metadata)
         template = self.metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
-        self.bos_text = self._special(self._llm.token_bos())
-        self.eos_text = self._special(self._llm.token_eos())
+        self.bos_text = special_text(self._llm, self._llm.token_bos())
+        self.eos_text = special_text(self._llm, self._llm.token_eos())
         self.add_bos = str(self.metadata.get("tokenizer.ggml.add_bos_token")) == "true"
         self.markers = build_markers(self.vocabulary)
-
-    def _special(self, token: int) -> str:
-        if token < 0:
-            return ""
-        data: bytes = self._llm.detokenize([token], special=True)
-        return data.decode("utf-8", errors="replace")
 
     def tokenize(self, text: str, *, special: bool) -> list[int]:
         return self.vocabulary.tokenize(text, special=special)

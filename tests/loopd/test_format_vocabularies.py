@@ -14,9 +14,7 @@ Without llama-cpp-python these tests are skipped, loudly; with CI set they fail.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,7 +22,7 @@ from boxmaker.core.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.core.errors import StartupError
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_format
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model_check import VocabularyModel  # loopd's own, as model check uses it
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 
 require_llama_cpp("the vocabulary tests")
@@ -37,39 +35,9 @@ def vocabulary_dir() -> Path:
     return fetch_vocabularies()
 
 
-class VocabularyOnly:
-    """The `Model` choose_format needs, over a vocabulary-only GGUF: it cannot generate."""
-
-    def __init__(self, path: Path) -> None:
-        import llama_cpp
-
-        self._llm: Any = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-        template = self._llm.metadata.get("tokenizer.chat_template")
-        self.chat_template: str | None = template if isinstance(template, str) else None
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        ids: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-        return ids
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        data: bytes = self._llm.detokenize(list(ids))
-        return data.decode("utf-8", errors="replace")
-
-    def generate(
-        self,
-        session: str,
-        prompt: list[int],
-        *,
-        max_tokens: int,
-        stop: set[int],
-        on_text: Callable[[str], None],
-    ) -> Generation:
-        raise AssertionError("a vocabulary-only file cannot generate")
-
-
 @pytest.fixture(scope="module")
-def vocabularies(vocabulary_dir: Path) -> dict[str, VocabularyOnly]:
-    return {name: VocabularyOnly(vocabulary_dir / f"ggml-vocab-{name}.gguf") for name in SINGLE}
+def vocabularies(vocabulary_dir: Path) -> dict[str, VocabularyModel]:
+    return {name: VocabularyModel(vocabulary_dir / f"ggml-vocab-{name}.gguf") for name in SINGLE}
 
 
 def _config(template: str) -> LoopdConfig:
@@ -91,7 +59,7 @@ SINGLE = {
 
 @pytest.mark.parametrize("vocabulary", list(SINGLE))
 def test_each_format_is_whole_only_in_the_vocabulary_of_its_family(
-    vocabularies: dict[str, VocabularyOnly], vocabulary: str
+    vocabularies: dict[str, VocabularyModel], vocabulary: str
 ) -> None:
     model = vocabularies[vocabulary]
     whole = {
@@ -107,13 +75,13 @@ def test_each_format_is_whole_only_in_the_vocabulary_of_its_family(
     [("phi-3", "phi3"), ("qwen2", "chatml"), ("qwen35", "chatml"), ("gemma-4", "gemma4")],
 )
 def test_auto_picks_the_family_from_the_files_own_template(
-    vocabularies: dict[str, VocabularyOnly], vocabulary: str, expected: str
+    vocabularies: dict[str, VocabularyModel], vocabulary: str, expected: str
 ) -> None:
     assert choose_format(_config("auto"), vocabularies[vocabulary]) is KNOWN_FORMATS[expected]
 
 
 def test_a_named_format_is_taken_where_the_vocabulary_has_it(
-    vocabularies: dict[str, VocabularyOnly],
+    vocabularies: dict[str, VocabularyModel],
 ) -> None:
     assert choose_format(_config("llama3"), vocabularies["llama-bpe"]).name == "llama3"
 
@@ -129,7 +97,7 @@ def test_a_named_format_is_taken_where_the_vocabulary_has_it(
     ],
 )
 def test_a_format_the_vocabulary_or_template_does_not_carry_is_refused(
-    vocabularies: dict[str, VocabularyOnly], vocabulary: str, template: str
+    vocabularies: dict[str, VocabularyModel], vocabulary: str, template: str
 ) -> None:
     with pytest.raises(StartupError, match=r"set \[model\] template in loopd.toml"):
         choose_format(_config(template), vocabularies[vocabulary])
