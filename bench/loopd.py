@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -294,6 +295,7 @@ def run(work: Path) -> int:
     loopd = start_loopd(work, model, home=home, limits=FIRST_LIMITS)
     loopd_firsts: list[tuple[float, int]] = []  # (seconds, the token that released it)
     raw_firsts: list[float] = []
+    paired: list[float] = []  # each round's loopd over raw, both from the same state
     try:
         turn(loopd.turn, "first", "Hello.", False)  # the switch of sessions, not timed
         logs = SessionLogs(loopd.home)
@@ -304,12 +306,14 @@ def run(work: Path) -> int:
                 SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
             )
             state = llm.save_state()
+            this_round: dict[str, float] = {}
             for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
                 llm.load_state(state)
                 if side == "raw":
                     raw_firsts.append(
                         llama.on_model_thread(partial(first_token, llm, prompt, sampling))
                     )
+                    this_round["raw"] = raw_firsts[-1]
                     continue
                 streamed = streamed_turn(loopd.socket, "first", text, True)
                 call = model.calls[-1]
@@ -318,6 +322,9 @@ def run(work: Path) -> int:
                 if streamed is not None:  # None: a reply that held all its first tokens back
                     released = first_content_token(llama.detokenize, call.generation.ids)
                     loopd_firsts.append((streamed, released))
+                    this_round["loopd"] = streamed
+            if len(this_round) == 2:
+                paired.append(this_round["loopd"] / this_round["raw"])
     finally:
         loopd.stop()
     if not loopd_firsts:
@@ -373,6 +380,10 @@ def run(work: Path) -> int:
         f"  through loopd (first content on loop.sock):   {loopd_first * 1000:8.1f} ms"
         f"  ratio {content_ratio:.3f} (at most {CONTENT_LIMIT}); "
         f"its content came with token {released_with}"
+    )
+    print(
+        f"  the median of each round's own ratio ({len(paired)} rounds, both sides from the "
+        f"same state): {statistics.median(paired):.3f} (printed, not judged)"
     )
     print(
         f"time to first token, a session of {TURNS} turns ({prompt_tokens} prompt tokens at "
