@@ -72,6 +72,13 @@ from typing import Any
 import tomli_w
 
 import boxmaker
+from boxmaker.bxctl.boot_unit import (
+    UNIT_NAME,
+    boot_steps,
+    not_booted_hint,
+    start_steps,
+    systemd_running,
+)
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Bytecode, Command, Directory, File, Group, Step, User
 from boxmaker.core.layout import SHARED, Home
@@ -447,6 +454,12 @@ def plan(layout: Layout) -> list[Step]:
                 "the sandbox host (scripts/prepare-sandbox-host)",
             )
         )
+        steps += boot_steps(
+            bin_dir=layout.bin,
+            etc=layout.etc,
+            broker_user=ROLE_USERS["brokerd"],
+            prepare_script=(layout.source / "scripts" / "prepare-sandbox-host").read_text(),
+        )
     return steps
 
 
@@ -474,29 +487,42 @@ def probe_model(layout: Layout) -> str:
 def cmd_install(args: argparse.Namespace) -> int:
     layout = layout_for(args)
     steps = plan(layout)
-    changed = 0
-    for step in steps:
-        if step.done():
-            out(f"in place: {step.describe()}")
-            continue
-        if args.dry_run:
-            out(f"would do: {step.describe()}")
-            continue
-        try:
-            step.apply()
-        except Exception as exc:
-            raise CliError(f"install failed at {step.describe()}: {exc}") from exc
-        if not isinstance(step, Command):
-            changed += 1
-            out(f"did:      {step.describe()}")
+    changed = sum(_run_step(step, args.dry_run) for step in steps)
     if not args.dry_run and not args.no_probe:
         out(probe_model(layout))
+    # the boot service starts the tree only once the model is known to run here
+    starts = start_steps(layout.etc, systemd_running()) if layout.root else []
+    for step in starts:
+        _run_step(step, args.dry_run)
     mode = "root install" if layout.root else "dev mode"
     if args.dry_run:
         out(f"install ({mode}): dry run, nothing changed")
+    elif starts:
+        out(f"install ({mode}): {changed} changes; {UNIT_NAME} runs the tree, now and at boot")
     elif changed:
         start = f"supervisord -c {layout.etc}/supervisord.conf"
         out(f"install ({mode}): {changed} changes; start the tree with {start}")
     else:
         out(f"install ({mode}): nothing to change")
+    if layout.root and not starts:
+        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"]))
     return EXIT_OK
+
+
+def _run_step(step: Step, dry_run: bool) -> bool:
+    """Apply `step` unless it is in place (or this is a dry run), saying which; whether it
+    changed something (a command is never counted: it checks for itself)."""
+    if step.done():
+        out(f"in place: {step.describe()}")
+        return False
+    if dry_run:
+        out(f"would do: {step.describe()}")
+        return False
+    try:
+        step.apply()
+    except Exception as exc:
+        raise CliError(f"install failed at {step.describe()}: {exc}") from exc
+    if isinstance(step, Command):
+        return False
+    out(f"did:      {step.describe()}")
+    return True

@@ -34,6 +34,8 @@ class Runbook(StrEnum):
     LOOPD_TAGS_UNEXPECTED = "loopd-tags-unexpected"
     LOOPD_TEMPLATE_REFUSED = "loopd-template-refused"
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
+    LOOPD_GPU_SETTINGS = "loopd-gpu-settings"
+    LOOPD_MODEL_TOO_BIG = "loopd-model-too-big"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"
     MEMORY_WRITE_REFUSED = "memory-write-refused"

@@ -13,7 +13,10 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               reply, 16,384), reasoning_tokens (of a reply's reasoning, 8,192:
               past it loopd closes the block), thinking (true: the template's
               `enable_thinking`), temperature, top_p, top_k, repeat_penalty
-              (unset: the model family's defaults, `boxmaker.core.sampling`), seed
+              (unset: the model family's defaults, `boxmaker.core.sampling`), seed,
+              gpu_layers ("auto": all on the GPU when the build and machine have
+              one, else 0; "all"; or a count), flash_attn (auto/on/off), kv_type
+              (f16, q8_0, q4_0), batch, ubatch (`boxmaker.core.offload`)
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
     [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
               memory block), timeout_ms (each request to memoryd, at least 1)
@@ -28,11 +31,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.offload import KvType, Switch
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
@@ -61,6 +65,13 @@ class ModelSection(Section):
     top_k: int | None = Field(default=None, ge=0)
     repeat_penalty: float | None = Field(default=None, gt=0.0)
     seed: int = Field(default=-1)
+    # where it runs (`boxmaker.core.offload`): "auto" = every layer on the GPU when
+    # the build has a GPU backend and a device is present, else none
+    gpu_layers: Annotated[int, Field(ge=0)] | Literal["auto", "all"] = "auto"
+    flash_attn: Switch = "auto"
+    kv_type: KvType = "f16"
+    batch: int = Field(default=512, ge=1)
+    ubatch: int = Field(default=512, ge=1)
 
 
 class BrokerSection(Section):

@@ -40,11 +40,13 @@ from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import StartupError
 from boxmaker.core.layout import link_modes
 from boxmaker.core.messages import StatusReport
+from boxmaker.core.offload import Offload
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sampling import sampling_for
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.role import block_stop_signals, run_role, wait_for_stop
 from boxmaker.ipc.server import bind_socket
+from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
@@ -62,6 +64,7 @@ from boxmaker.loopd.markers import (
 )
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import LlamaModel, Model, embedded_model_path
+from boxmaker.loopd.placement import placement, plan, to_argument
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.probe_cache import (
     TAGS_RECORD,
@@ -173,14 +176,18 @@ def probe(
     and CPU (`loopd.probe_cache`) stands, and no child runs. `command` (tests)
     replaces the child and is never remembered."""
     path = model_path(config)
-    key = probe_key(path, config.model.threads) if command is None else None
+    offload = plan(config)
+    settings = f"context={config.model.context} {to_argument(offload)}"
+    key = probe_key(path, config.model.threads, settings) if command is None else None
     if key is not None and not again:
         passed = remembered(config.home, key)
         if passed is not None:
             log.info("event=model_probe_remembered %s", record_path(config.home))
             return ProbeResult(passed[0], 0.0, None)
     result = run_probe(
-        command if command is not None else probe_command(path, config.model.threads)
+        command
+        if command is not None
+        else probe_command(path, config.model.threads, config.model.context, offload)
     )
     if result.problem is not None:
         raise StartupError(result.problem)
@@ -192,7 +199,8 @@ def probe(
     return result
 
 
-def load_model(config: LoopdConfig) -> LlamaModel:
+def load_model(config: LoopdConfig, offload: Offload | None = None) -> LlamaModel:
+    """The model of `config`, loaded here with `offload` (None: planned now)."""
     path = model_path(config)
     settings = config.model
     owner = partial(
@@ -208,6 +216,7 @@ def load_model(config: LoopdConfig) -> LlamaModel:
         threads=settings.threads,
         seed=settings.seed,
         sampling=owner(None),
+        offload=plan(config) if offload is None else offload,
     )
     model.sampling = owner(model.architecture)  # the family's, once known
     return model
@@ -221,7 +230,11 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     tags_passed = tags_key(path)
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
-    model = load_model(config)
+    backend = read_backend()
+    offload = plan(config, backend)
+    model = load_model(config, offload)
+    placed = placement(backend, offload, model.offloaded)
+    log.info("event=model_placed %s", placed)
     chat_format, chosen = choose_dialect(config, model)
     model.show(chat_format.shown)
     log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
@@ -237,7 +250,7 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
             remember(config.home, tags_passed, len(model.markers), 0.0, TAGS_RECORD)
         except OSError as exc:  # the next start checks again: slower, never weaker
             log.warning("event=tags_not_remembered %s", exc)
-    detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}"
+    detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}; {placed}"
     limits = turn_limits(config)
     markers = tuple(m.text for m in model.markers)
     memory_socket = config.memory_socket
@@ -358,6 +371,8 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     if args.command == "probe":
         probed = probe(config)
         print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+        if probed.placed:
+            print(f"loopd: {probed.placed}")
         checked = check_marker_list(config)
         print(f"loopd: the marker self-test passed: {checked} markers")
         return 0

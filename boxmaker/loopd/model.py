@@ -12,7 +12,10 @@ own (a daemon: it never holds up the process's exit). Prefix reuse:
 llama-cpp-python evaluates only the tokens after the longest prefix it already
 holds; when sessions alternate, each session's state is saved after its turn and
 loaded before its next one, so a session's new turn evaluates only what was
-added since.
+added since. Where it runs (layers on the GPU, flash attention, the KV cache's
+type, batch sizes) is the `Offload` loopd planned from loopd.toml
+(`boxmaker.core.offload`); `offloaded` is llama.cpp's own count of layers put on
+the GPU, read from its load log.
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.layout import Home
+from boxmaker.core.offload import Offload, offloaded_layers
 from boxmaker.core.sampling import Sampling
+from boxmaker.loopd.backend import LoadLog
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
 
 __all__ = ["ContextFullError", "Generation", "LlamaModel", "Model", "Sampling"]
 
 log = logging.getLogger(__name__)
+# llama-cpp-python's own defaults: nothing on a GPU, as before loopd had the keys
+CPU_ONLY = Offload(gpu_layers=0, flash_attn=False, kv_type="f16", batch=512, ubatch=512)
 
 _T = TypeVar("_T")
 
@@ -78,22 +85,40 @@ class LlamaModel:
     """A GGUF model run in-process by llama-cpp-python."""
 
     def __init__(
-        self, path: Path, *, context: int, threads: int, seed: int, sampling: Sampling
+        self,
+        path: Path,
+        *,
+        context: int,
+        threads: int,
+        seed: int,
+        sampling: Sampling,
+        offload: Offload = CPU_ONLY,
     ) -> None:
         import llama_cpp
 
         self._llama_cpp = llama_cpp
         self._lock = threading.Lock()
         self._sampling = sampling
-        self._llm: Any = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=context,
-            n_threads=threads,
-            n_threads_batch=threads,
-            seed=seed if seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-            swa_full=True,
-            verbose=False,
-        )
+        self.offload = offload
+        kv_type = getattr(llama_cpp, f"GGML_TYPE_{offload.kv_type.upper()}")
+        with LoadLog() as load_log:
+            self._llm: Any = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=context,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed if seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                swa_full=True,
+                n_gpu_layers=offload.gpu_layers,
+                flash_attn=offload.flash_attn,
+                type_k=kv_type,
+                type_v=kv_type,
+                n_batch=offload.batch,
+                n_ubatch=offload.ubatch,
+                verbose=False,
+            )
+        # llama.cpp's own count of the layers on the GPU (None: a build without one)
+        self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)
         self._shown: frozenset[int] = frozenset()  # special tokens rendered as their text
         self._current: str | None = None
         self._saved: OrderedDict[str, Any] = OrderedDict()

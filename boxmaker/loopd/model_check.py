@@ -18,8 +18,11 @@ start on reads `problem: ...` and ends with its runbook pointer. The facts:
                      rendering: identical, or where they first differ (rule 4 of
                      core.template_prompt, earlier replies replayed as written, says why)
     memory           the weights (the file's size) and the KV cache per 1,000 tokens of
-                     context at f16, counted over the layers that have one (a hybrid
-                     model's recurrent layers hold a fixed state instead)
+                     context at `[model] kv_type`, counted over the layers that have one
+                     (a hybrid model's recurrent layers hold a fixed state instead)
+    placement        the backend (the build's GPU support, each GPU and its memory) and
+                     the offload loopd would plan from loopd.toml (`core.offload`); a
+                     refused combination of keys is a problem
 
 Exit status 0 when loopd would start on the file, 1 when it would not, 2 when the
 file cannot be read at all.
@@ -34,9 +37,11 @@ from typing import Any
 
 from boxmaker.core.chat_format import Role, Turn
 from boxmaker.core.errors import StartupError
+from boxmaker.core.offload import KV_ELEMENT_BYTES, KvType
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt
 from boxmaker.core.template_sandbox import TemplateError
+from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect, self_test, template_prompt
 from boxmaker.loopd.markers import (
@@ -48,6 +53,7 @@ from boxmaker.loopd.markers import (
     unlisted,
 )
 from boxmaker.loopd.model import Generation, embedded_model_path, special_text
+from boxmaker.loopd.placement import plan
 
 SAMPLE_SYSTEM = "You are a helpful assistant."
 SAMPLE = [
@@ -92,8 +98,9 @@ class VocabularyModel:
         raise RuntimeError("a vocabulary loaded alone cannot generate")
 
 
-def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
-    """The f16 KV cache one token of context takes, over the layers with attention."""
+def kv_bytes_per_token(metadata: dict[str, str], kv_type: KvType = "f16") -> float | None:
+    """The KV cache one token of context takes, over the layers with attention, its
+    elements of `kv_type` (`[model] kv_type`)."""
     arch = metadata.get("general.architecture", "")
 
     def number(key: str) -> int | None:
@@ -114,7 +121,7 @@ def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
     interval = number("full_attention_interval")
     if interval:  # hybrid: one attention layer in every `interval`
         layers = layers // interval
-    return layers * kv_heads * (key + value) * 2
+    return layers * kv_heads * (key + value) * KV_ELEMENT_BYTES[kv_type]
 
 
 def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
@@ -152,12 +159,25 @@ def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
         lines.append(f"markers: {len(model.markers)}, the marker self-test passed")
     lines.append(f"prompt: {compare_prompt(config, model, dialect.name == 'template')}")
     size = os.stat(path).st_size
-    kv = kv_bytes_per_token(meta)
+    kv = kv_bytes_per_token(meta, config.model.kv_type)
     per_thousand = f"{kv * 1000 / 2**20:.1f} MiB" if kv is not None else "unknown"
     lines.append(
-        f"memory: weights {size / 2**20:.0f} MiB, KV cache {per_thousand} per 1,000 tokens"
+        f"memory: weights {size / 2**20:.0f} MiB, KV cache ({config.model.kv_type}) "
+        f"{per_thousand} per 1,000 tokens"
     )
+    try:
+        lines.append(f"placement: {placement_plan(config)}")
+    except StartupError as exc:
+        lines.append(f"problem: {exc}")
+        ok = False
     return lines, ok
+
+
+def placement_plan(config: LoopdConfig) -> str:
+    """Where loopd would run the model: the backend and the offload it plans (StartupError
+    when loopd.toml's GPU keys would be refused)."""
+    backend = read_backend()
+    return f"{backend.describe()}; {plan(config, backend).describe()}"
 
 
 def compare_prompt(config: LoopdConfig, model: VocabularyModel, uses_template: bool) -> str:

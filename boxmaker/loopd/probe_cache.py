@@ -70,9 +70,10 @@ def tags_key(model: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def probe_key(model: Path, threads: int) -> str:
-    """The key of a probe of `model` with `threads` on this host, as it is now."""
-    parts = [VERSION, os.path.realpath(sys.executable), f"threads={threads}"]
+def probe_key(model: Path, threads: int, settings: str = "") -> str:
+    """The key of a probe of `model` with `threads` and the load `settings` (context and
+    offload, as text) on this host, as it is now."""
+    parts = [VERSION, os.path.realpath(sys.executable), f"threads={threads}", settings]
     parts += [_stat_line(path) for path in _libraries()]
     parts.append(_stat_line(Path(os.path.realpath(model))))
     parts += _cpu()

@@ -11,16 +11,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CRASHING = """
-import os, signal
+# what loopd asks of llama_cpp before it loads a model: a CPU build's answers
+_BUILD = """
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0 = 1, 2, 8
+def llama_supports_gpu_offload():
+    return False
+def llama_log_callback(function):
+    return function
+def llama_log_set(callback, user_data):
+    pass
+"""
+
+CRASHING = (
+    _BUILD
+    + """
+import os, signal
 class Llama:
     def __init__(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGILL)
 """
+)
 
-_LOADS = """
-LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+_LOADS = (
+    _BUILD
+    + """
 def llama_model_get_vocab(model):
     return model
 def llama_vocab_n_tokens(vocab):
@@ -41,6 +56,7 @@ class Llama:
     def detokenize(self, ids, prev_tokens=None, special=False):
         return b"x" * len(ids)
 """
+)
 
 SILENT = (
     _LOADS

@@ -23,7 +23,16 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TEMPLATES = Path(__file__).parents[1] / "fixtures" / "chat_templates"
 BXCTL = str(Path(sys.executable).parent / "bxctl")
-FACTS = ("model:", "architecture:", "chat template:", "dialect:", "markers:", "prompt:", "memory:")
+FACTS = (
+    "model:",
+    "architecture:",
+    "chat template:",
+    "dialect:",
+    "markers:",
+    "prompt:",
+    "memory:",
+    "placement:",
+)
 
 
 def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -69,6 +78,8 @@ def test_the_embedded_model_passes_with_every_line(tmp_path: Path) -> None:
     assert "architecture: gemma3" in done.stdout
     assert "the gemma format (no template)" in done.stdout
     assert "marker self-test passed" in done.stdout
+    # this machine's build has no GPU backend: the CPU, and what loopd would set
+    assert "placement: backend CPU (this build has no GPU backend); gpu_layers none" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -137,3 +148,18 @@ def test_a_file_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
 )
 def test_kv_cache_per_token(metadata: dict[str, str], expected: int | None) -> None:
     assert kv_bytes_per_token(metadata) == expected
+    if expected is not None:  # ggml's blocks of 32: q8_0 34 bytes, q4_0 18
+        assert kv_bytes_per_token(metadata, "q8_0") == expected / 2 * 34 / 32
+        assert kv_bytes_per_token(metadata, "q4_0") == expected / 2 * 18 / 32
+
+
+def test_gpu_keys_this_build_cannot_honour_exit_1_with_the_pointer(tmp_path: Path) -> None:
+    config = tmp_path / "loopd.toml"
+    home = str(tmp_path / "home")
+    config.write_text(tomli_w.dumps({"paths": {"home": home}, "model": {"gpu_layers": 8}}))
+    done = check("--config", config)
+    assert done.returncode == 1, done.stdout + done.stderr
+    problem = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert len(problem) == 1, done.stdout
+    assert "[model] gpu_layers = 8 asks for the GPU" in problem[0]
+    assert problem[0].endswith("see runbook.md#loopd-gpu-settings")

@@ -1,0 +1,115 @@
+"""What the installed llama-cpp-python build runs on, and llama.cpp's load log.
+
+I/O: loads llama_cpp (and, with ctypes, the ggml libraries it ships) to ask ggml
+for its devices: `ggml_backend_dev_count`, `_get`, `_name`, `_description`,
+`_type` and `_memory` (ggml/include/ggml-backend.h), which llama-cpp-python 0.3.36
+does not bind. `LoadLog` collects what llama.cpp logs while a model loads (its
+"offloaded N/M layers to GPU" line among it), forwarding errors to stderr as
+llama-cpp-python's own logger does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from boxmaker.core.offload import Backend, Device
+
+# enum ggml_backend_dev_type, in order (ggml-backend.h)
+_KINDS = ("CPU", "GPU", "IGPU", "ACCEL", "META")
+_LOG_ERROR = 3  # GGML_LOG_LEVEL_ERROR
+_LOG_CONTINUE = 5  # GGML_LOG_LEVEL_CONT: the rest of the line before
+
+
+def read_backend() -> Backend:
+    """The build's GPU support and, for a build with a GPU backend, ggml's devices."""
+    import llama_cpp
+
+    gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
+    if not gpu_offload:
+        return Backend(False, ())  # a CPU build: nothing to place, nothing to ask ggml
+    lib_dir = Path(llama_cpp.llama_cpp._base_path)
+    ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+    base = ctypes.CDLL(str(lib_dir / "libggml-base.so"))
+    ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    ggml.ggml_backend_dev_get.restype = ctypes.c_void_p
+    for name in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(base, name).argtypes = [ctypes.c_void_p]
+        getattr(base, name).restype = ctypes.c_char_p
+    base.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    base.ggml_backend_dev_type.restype = ctypes.c_int
+    base.ggml_backend_dev_memory.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
+    base.ggml_backend_dev_memory.restype = None
+    devices = []
+    for index in range(ggml.ggml_backend_dev_count()):
+        dev = ggml.ggml_backend_dev_get(index)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        base.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        kind = base.ggml_backend_dev_type(dev)
+        devices.append(
+            Device(
+                name=_text(base.ggml_backend_dev_name(dev)),
+                description=_text(base.ggml_backend_dev_description(dev)),
+                kind=_KINDS[kind] if 0 <= kind < len(_KINDS) else f"type {kind}",
+                free=free.value,
+                total=total.value,
+            )
+        )
+    return Backend(gpu_offload, tuple(devices))
+
+
+def _text(value: bytes | None) -> str:
+    return (value or b"").decode("utf-8", errors="replace").strip()
+
+
+class LoadLog:
+    """While open, llama.cpp's log goes to `text` (errors also to stderr); on close the
+    logger llama-cpp-python installed is put back."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._lock = threading.Lock()
+        self._callback: Any = None
+        self._last_level = 0
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self._parts)
+
+    def __enter__(self) -> LoadLog:
+        import llama_cpp
+
+        def record(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+            piece = text.decode("utf-8", errors="replace")
+            with self._lock:
+                self._parts.append(piece)
+            if level != _LOG_CONTINUE:
+                self._last_level = level
+            if self._last_level == _LOG_ERROR:
+                print(piece, end="", file=sys.stderr, flush=True)
+
+        self._callback = llama_cpp.llama_log_callback(record)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        import llama_cpp
+
+        logger = getattr(llama_cpp, "_logger", None)  # llama-cpp-python's own, if loaded
+        if logger is not None:
+            llama_cpp.llama_log_set(logger.llama_log_callback, ctypes.c_void_p(0))
