@@ -107,6 +107,7 @@ from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.model import ContextFullError, Model
+from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import (
     MemoryEntry,
     ModelEntry,
@@ -134,6 +135,7 @@ class TurnLimits:
     max_tokens: int = 65_536  # generated in one turn, all replies together
     reply_tokens: int = 16_384  # one reply
     reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
+    stream_interval_s: float = 0.05  # streamed text merged within it (`loopd.pacing`)
 
 
 CACHED_SESSIONS = 16
@@ -331,23 +333,23 @@ class TurnLoop:
     ) -> _Reply:
         """One reply of the model, streamed as reasoning and content events while it is
         written (`core.reasoning`, then `core.reply_stream`: what could still be a tool
-        call is held back). Past the reasoning budget, an open reasoning block is closed
-        (its closing marker appended, as the template spells it) and the model goes on
-        to answer: the reply is then its ids, the marker's and the rest, in order. A reply
-        cut off by the turn's bound (`last`) is no answer: what was held back is not sent."""
+        call is held back; `loopd.pacing`: at most one event an interval). Past the
+        reasoning budget, an open reasoning block is closed (its closing marker
+        appended, as the template spells it) and the model goes on to answer: the
+        reply is then its ids, the marker's and the rest, in order. A reply cut off
+        by the turn's bound (`last`) is no answer: what was held back is not sent."""
         dialect = self._dialect
         thinking = ReasoningStream(
             dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.marked_openers
         )
         answer = ReplyStream(dialect.syntax)
+        paced = Paced(emit, self._limits.stream_interval_s)
 
         def on_text(piece: str) -> None:
             reasoning, content = thinking.feed(piece)
-            if reasoning:
-                emit(ReasoningEvent(text=reasoning))
-            released = answer.feed(content) if content else ""
-            if released:
-                emit(ContentEvent(text=released))
+            paced.add(ReasoningEvent, reasoning)
+            paced.add(ContentEvent, answer.feed(content) if content else "")
+            paced.tick()
 
         ids: list[int] = []
         texts: list[str] = []
@@ -376,14 +378,13 @@ class TurnLoop:
         if thinking.text != text:  # a model that broke on_text's contract
             log.warning("event=streamed_text_differs session=%s", session)
         reasoning, content = thinking.finish()
-        if reasoning:
-            emit(ReasoningEvent(text=reasoning))
+        paced.add(ReasoningEvent, reasoning)
         if last and not finished and len(ids) >= budget:
+            paced.flush()
             return _Reply(tuple(ids), text, finished, None)
         released = answer.feed(content) if content else ""
-        rest = answer.finish()
-        if released + rest:
-            emit(ContentEvent(text=released + rest))
+        paced.add(ContentEvent, released + answer.finish())
+        paced.flush()
         split = thinking.split()
         if split.reasoning:
             log.info("event=reasoning session=%s chars=%d", session, len(split.reasoning))

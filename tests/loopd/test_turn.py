@@ -101,7 +101,9 @@ class Home:
         clock: Callable[[], datetime] = lambda: NOW,
     ) -> TurnLoop:
         port = BrokerPort(self.broker_socket, 5_000) if broker else None
-        return TurnLoop(model, GEMMA, self.logs, port, limits or TurnLimits(), clock)
+        return TurnLoop(
+            model, GEMMA, self.logs, port, limits or TurnLimits(stream_interval_s=0), clock
+        )
 
     def broker(self, script: Script) -> ScriptedServer:
         return ScriptedServer(self.broker_socket, script)
