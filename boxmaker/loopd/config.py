@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from boxmaker.core.layout import HOME_VARIABLE, Home
-from boxmaker.core.offload import KvType, Switch
+from boxmaker.core.offload import GpuLayers, KvType, Switch
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
@@ -47,6 +47,13 @@ NO_MEMORY = "none"
 
 class PathsSection(Section):
     home: str = ""
+
+
+def _gpu_layers(value: object) -> object:
+    """`[model] gpu_layers`: a count of 0 or more, "all" or "auto" (one message for all)."""
+    if value in ("auto", "all") or (type(value) is int and value >= 0):
+        return value
+    raise ValueError('give a count of layers (0 or more), "all" or "auto"')
 
 
 class ModelSection(Section):
@@ -67,7 +74,7 @@ class ModelSection(Section):
     seed: int = Field(default=-1)
     # where it runs (`boxmaker.core.offload`): "auto" = every layer on the GPU when
     # the build has a GPU backend and a device is present, else none
-    gpu_layers: Annotated[int, Field(ge=0)] | Literal["auto", "all"] = "auto"
+    gpu_layers: Annotated[GpuLayers, BeforeValidator(_gpu_layers)] = "auto"
     flash_attn: Switch = "auto"
     kv_type: KvType = "f16"
     batch: int = Field(default=512, ge=1)
