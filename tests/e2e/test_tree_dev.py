@@ -96,7 +96,12 @@ def test_the_tree_comes_up_answers_and_survives_a_restart(
     gatewayd_log = (prefix / "log" / "gatewayd.log").read_text()
     assert gatewayd_log.count("event=not_configured") == 1, gatewayd_log  # started once
     assert gatewayd_log.rstrip().endswith("see runbook.md#gateway-not-configured")
-    assert "memoryd: answers" in _status(env).stdout
+    status = _status(env).stdout
+    assert "memoryd: answers" in status
+    # where loopd's model runs: this machine's CPU build, and the settings loopd planned
+    loopd_line = next(line for line in status.splitlines() if line.startswith("loopd: answers"))
+    assert "backend CPU (this build has no GPU backend); gpu_layers none" in loopd_line
+    assert loopd_line.endswith("no layer offloaded (no GPU backend)")
 
     # memoryd answers the owner on its owner socket, as `bxctl memory log` asks it
     log = _run(str(BIN / "bxctl"), "memory", "log", env=env, timeout=30)
