@@ -34,8 +34,19 @@ DESCRIPTORS = 65_536  # brokerd's MAX_DESCRIPTORS
 PREPARE = "boxmaker-prepare-sandbox-host"  # the copy beside bxctl
 
 
+# what a unit's command line would read as something else: quoting, specifiers, variables
+UNSAFE = frozenset(" \t\n\"'\\%$;")
+
+
+def unsafe_path(path: Path) -> str | None:
+    """Why `path` cannot be written into the unit's command lines (None: it can)."""
+    bad = sorted(set(str(path)) & UNSAFE)
+    return f"{path} holds {' '.join(map(repr, bad))}" if bad else None
+
+
 def unit_text(*, bin_dir: Path, etc: Path, broker_user: str) -> str:
-    """The unit file for a root install whose programs are in `bin_dir`."""
+    """The unit file for a root install whose programs are in `bin_dir` (paths checked
+    with `unsafe_path` first)."""
     conf = etc / "supervisord.conf"
     return f"""\
 # boxmaker's boot service, written by `bxctl install` and kept in step by it (the
@@ -104,11 +115,12 @@ def start_steps(etc: Path, running: bool) -> list[Command]:
     ]
 
 
-def not_booted_hint(bin_dir: Path, etc: Path, broker_user: str) -> str:
+def not_booted_hint(bin_dir: Path, etc: Path, broker_user: str, *, dry_run: bool = False) -> str:
     """What to run where the unit cannot start it (systemd is not PID 1, or the install
     went under another prefix)."""
+    written = "would be written" if dry_run else "is written"
     return (
-        f"the boot service {unit_path(etc)} is written but not started (systemd is not PID 1 "
+        f"the boot service {unit_path(etc)} {written} but not started (systemd is not PID 1 "
         f"here, or the prefix is not /): start the tree with {bin_dir / PREPARE} --boot "
         f"--user {broker_user}, then {bin_dir / 'supervisord'} -c {etc / 'supervisord.conf'}"
     )

@@ -78,6 +78,7 @@ from boxmaker.bxctl.boot_unit import (
     not_booted_hint,
     start_steps,
     systemd_running,
+    unsafe_path,
 )
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Bytecode, Command, Directory, File, Group, Step, User
@@ -162,6 +163,12 @@ def layout_for(args: argparse.Namespace) -> Layout:
         except KeyError as exc:
             raise CliError(f"no such user: {owner}") from exc
         _check_others_can_run(bin_dir)
+        for place in (prefix, bin_dir):
+            why = unsafe_path(place.absolute())
+            if why is not None:
+                raise CliError(
+                    f"a root install writes a boot service that names {why}: install elsewhere"
+                )
         return Layout(
             root=True,
             etc=prefix / "etc" / "boxmaker",
@@ -505,7 +512,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     else:
         out(f"install ({mode}): nothing to change")
     if layout.root and not starts:
-        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"]))
+        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"], dry_run=args.dry_run))
     return EXIT_OK
 
 
