@@ -26,11 +26,11 @@ on the GPU (its "offloaded N/M layers" count, N below M) stops there, status 1.
   and `first_text`), over llama-cpp-python's `Llama.generate` from a reset state
   to its first token, on the same prompt tokens and sampling settings, on the
   model's thread: that is `Llama.eval` of the prompt and the sampling of one token,
-  as loopd's figure is (its first text comes after its first token is sampled;
-  with Gemma's 262,144-token vocabulary the sampling is a few percent of a short
-  evaluation on a GPU). The evaluated tokens over the time; each of the three
-  sides (loopd, `Llama.generate`, `Llama.eval`) first in turn; the median of each
-  side counts; at least 0.95. Also printed, not judged: `Llama.eval` alone (the
+  as loopd's figure is (its first text comes after its first token is sampled,
+  on the CPU, over Gemma's 262,144-token vocabulary: on a GPU, where a prompt is
+  evaluated quickly, not a part to leave out). The evaluated tokens over the
+  time; each of the three sides (loopd, `Llama.generate`, `Llama.eval`) first in
+  turn; the median of each side counts; at least 0.95. Also printed, not judged: `Llama.eval` alone (the
   same tokens from a reset state, ended by `llama_synchronize`: llama.cpp's decode
   returns before a GPU has finished), and loopd's whole time from sending the turn
   to the first text. A round whose first token gave no text of its own (a special
@@ -67,13 +67,12 @@ from typing import Any
 
 import orjson
 
-from boxmaker.core.chat_format import ChatFormat
 from boxmaker.core.errors import StartupError
 from boxmaker.core.messages import TurnDone
 from boxmaker.core.offload import Backend
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
-from boxmaker.loopd.dialects import choose_format
+from boxmaker.loopd.dialects import choose_dialect
 from boxmaker.loopd.main import load_model
 from boxmaker.loopd.model import LlamaModel, Sampling
 from boxmaker.loopd.placement import placement, plan
@@ -264,7 +263,8 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
         started = time.perf_counter()
         llama = load_model(config, offload)
         loaded = time.perf_counter() - started
-        chat_format: ChatFormat = choose_format(config, llama)
+        chat_format, _why = choose_dialect(config, llama)  # as `loopd serve` chooses
+        llama.show(chat_format.shown)
     except StartupError as exc:
         raise SystemExit(f"gpu: {exc}") from exc
     print(

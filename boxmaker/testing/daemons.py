@@ -48,6 +48,7 @@ from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.serve import Brokerd
 from boxmaker.core.audit_records import AuditRecord
 from boxmaker.core.chat_format import GEMMA, ChatFormat
+from boxmaker.core.dialect import Dialect
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.layout import Home
 from boxmaker.core.messages import Envelope, Message, StatusReport, ToolRequest, Turn
@@ -345,7 +346,7 @@ def start_loopd(
     broker_socket: Path | None = None,
     timeout_ms: int = 120_000,
     limits: TurnLimits | None = None,
-    chat_format: ChatFormat = GEMMA,
+    chat_format: ChatFormat | Dialect = GEMMA,
     clock: Callable[[], datetime] | None = None,
     memory_socket: Path | None = None,
 ) -> InProcessLoopd:
@@ -385,7 +386,7 @@ def running_loopd(
     broker_socket: Path | None = None,
     timeout_ms: int = 120_000,
     limits: TurnLimits | None = None,
-    chat_format: ChatFormat = GEMMA,
+    chat_format: ChatFormat | Dialect = GEMMA,
     clock: Callable[[], datetime] | None = None,
     memory_socket: Path | None = None,
 ) -> Iterator[InProcessLoopd]:
