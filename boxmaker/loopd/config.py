@@ -21,7 +21,9 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
     [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
               memory block), timeout_ms (each request to memoryd, at least 1)
     [sockets] loop, group_access
-    [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536)
+    [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536), result_tokens
+              (a tool result's budget in the prompt: 0 = an eighth of the context,
+              at most a quarter; past it, its head and tail with a marker)
 
 Reply and turn budgets never pass the context: loopd caps them at `context`.
 """
@@ -101,6 +103,9 @@ class SocketsSection(Section):
 class TurnSection(Section):
     max_tool_calls: int = Field(default=8, ge=0)
     max_tokens: int = Field(default=65_536, ge=1)
+    # a tool result's share of the prompt, in tokens: 0 = an eighth of the context;
+    # never more than a quarter of it (`boxmaker.core.result_cut`)
+    result_tokens: int = Field(default=0, ge=0)
 
 
 class LoopdConfig(RoleSettingsBase):

@@ -272,6 +272,7 @@ def turn_limits(config: LoopdConfig) -> TurnLimits:
         max_tokens=min(config.turn.max_tokens, context),
         reply_tokens=min(config.model.max_tokens, context),
         reasoning_tokens=min(config.model.reasoning_tokens, context),
+        result_tokens=min(config.turn.result_tokens or context // 8, context // 4),
     )
 
 

@@ -62,6 +62,9 @@ class ToolEntry(Strict):
     class_: DataClass = Field(alias="class")
     untrusted: bool
     truncated: bool
+    # what the model is shown of a result over its budget (`core.result_cut`); None:
+    # the content itself. Absent from logs written before it existed.
+    shown: str | None = None
 
 
 AnyEntry = MemoryEntry | UserEntry | ModelEntry | ToolEntry
@@ -103,7 +106,8 @@ class SessionLog:
             elif isinstance(entry, ModelEntry):
                 turns.append(Turn(Role.MODEL, entry.text, ids=entry.ids))
             else:
-                turns.append(Turn(Role.TOOL, entry.content, name=entry.name))
+                shown = entry.content if entry.shown is None else entry.shown
+                turns.append(Turn(Role.TOOL, shown, name=entry.name))
         return turns
 
     def append(self, entry: AnyEntry) -> None:

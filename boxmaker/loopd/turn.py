@@ -98,6 +98,7 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.reasoning import ReasoningStream
 from boxmaker.core.reply_stream import ReplyStream
+from boxmaker.core.result_cut import cut_result
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.template_prompt import Stretches
@@ -136,6 +137,8 @@ class TurnLimits:
     reply_tokens: int = 16_384  # one reply
     reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
     stream_interval_s: float = 0.05  # streamed text merged within it (`loopd.pacing`)
+    # a tool result's budget in the prompt (`core.result_cut`); None: never cut
+    result_tokens: int | None = None
 
 
 CACHED_SESSIONS = 16
@@ -390,6 +393,18 @@ class TurnLoop:
             log.info("event=reasoning session=%s chars=%d", session, len(split.reasoning))
         return _Reply(tuple(ids), text, finished, split.answer)
 
+    def _sized(self, content: str) -> str | None:
+        """What the model is shown of a tool result over its budget (`core.result_cut`:
+        head, a marker, tail; cut after neutralising, never inside a tag); None when it
+        fits as it is. The log keeps both, so the prompt is rendered again the same."""
+        budget = self._limits.result_tokens
+        if budget is None:
+            return None
+        cut = cut_result(
+            content, budget, lambda text: len(self._model.tokenize(text, special=False)), self._tags
+        )
+        return cut.text if cut.cut else None
+
     def _tool(
         self,
         session: str,
@@ -406,6 +421,9 @@ class TurnLoop:
         else:
             outcome = self._run(session, call_id, call, emit)
         content = self._neutralised(session, "tool", outcome.content)
+        shown = self._sized(content)
+        if shown is not None:
+            log.info("event=result_cut session=%s call=%s chars=%d", session, call_id, len(content))
         session_log.append(
             ToolEntry(
                 call=call_id,
@@ -414,6 +432,7 @@ class TurnLoop:
                 class_=outcome.class_,
                 untrusted=outcome.untrusted,
                 truncated=outcome.truncated,
+                shown=shown,
             )
         )
         emit(

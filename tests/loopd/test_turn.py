@@ -579,3 +579,63 @@ def test_a_reply_that_fills_the_context_ends_the_turn_with_a_message(place: Home
 
     content, _, _ = run(place.loop(FullModel()), "hi")
     assert content.startswith("The conversation no longer fits the model's context")
+
+
+def test_a_result_over_its_budget_reaches_the_model_as_head_marker_tail(place: Home) -> None:
+    # 262,144 bytes, what brokerd's output_bytes allows at most, lines numbered
+    lines = [f"{n:06d} é output of the tool, line {n}" for n in range(1, 100_000)]
+    text = "\n".join(lines)
+    text = text[: len(text.encode("utf-8")[:262_144].decode("utf-8", "ignore"))]
+    result = ResultResponse(
+        content=text, class_=DataClass.PRIVATE, untrusted=False, truncated=False
+    )
+    budget = 2_000
+    model = ScriptedModel([READ, "It ends well."])
+    limits = TurnLimits(result_tokens=budget, stream_interval_s=0)
+    with place.broker(answer(result)):
+        run(place.loop(model, limits=limits), "read the log")
+    shown = model.prompt_text(1).split("[result of call_tool]\n", 1)[1].split("<end_of_turn>")[0]
+    assert len(model.tokenize(shown, special=False)) <= budget
+    head, rest = shown.split("\n[... ", 1)
+    tail = rest.split(" ...]\n", 1)[1]
+    assert text.startswith(head)
+    assert text.endswith(tail)
+    assert head.startswith("000001 é")
+    assert "the whole result is in the session log" in rest
+    # the session log keeps all of it, and what the model was shown
+    (tool,) = [e for e in place.log_lines("chat-1") if e["type"] == "tool"]
+    assert tool["content"] == text
+    assert tool["shown"] == shown
+    # rendered again from the log (a resumed session), the prompt is the same
+    again = ScriptedModel(["Still well."])
+    run(place.loop(again, limits=limits), "and then?", resume=True)
+    assert again.prompts[0][: len(model.prompts[1])] == model.prompts[1]
+
+
+def test_a_result_within_its_budget_is_shown_as_it_is(place: Home) -> None:
+    result = ResultResponse(
+        content="buy milk", class_=DataClass.PRIVATE, untrusted=False, truncated=False
+    )
+    model = ScriptedModel([READ, "You need milk."])
+    with place.broker(answer(result)):
+        run(place.loop(model, limits=TurnLimits(result_tokens=100)), "list?")
+    assert "[result of call_tool]\nbuy milk<end_of_turn>" in model.prompt_text(1)
+    (tool,) = [e for e in place.log_lines("chat-1") if e["type"] == "tool"]
+    assert tool["shown"] is None
+
+
+@pytest.mark.parametrize(
+    ("turn", "context", "expected"),
+    [({}, 4096, 512), ({"result_tokens": 300}, 4096, 300), ({"result_tokens": 5000}, 4096, 1024)],
+    ids=["an-eighth-by-default", "as-set", "never-past-a-quarter"],
+)
+def test_a_results_budget_follows_the_context(
+    tmp_path: Path, turn: dict[str, int], context: int, expected: int
+) -> None:
+    from boxmaker.loopd.config import load_config
+    from boxmaker.loopd.main import turn_limits
+
+    path = tmp_path / "loopd.toml"
+    lines = [f"[model]\ncontext = {context}\n[turn]"] + [f"{k} = {v}" for k, v in turn.items()]
+    path.write_text("\n".join(lines) + "\n")
+    assert turn_limits(load_config(path, {})).result_tokens == expected
