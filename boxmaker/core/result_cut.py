@@ -17,7 +17,13 @@ tokenizer, without special-token parsing). The rules:
    left out is counted, never summarised.
 
 `cut_result` is deterministic: the same text, budget and count give the same cut,
-so a prompt rendered again from the session log is the same prompt.
+so a prompt rendered again from the session log is the same prompt. It counts only
+what it must (tokenizing 256 KiB takes seconds): a text of at most `budget` UTF-8
+bytes fits without a count (every token is at least one byte), one of more than
+CHARS_PER_TOKEN characters a token of budget is taken not to fit without one, and
+head and tail are looked for among at most CHARS_PER_TOKEN characters a token of
+their share (a rare text of longer tokens is then shown a little shorter than it
+could be).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 Count = Callable[[str], int]
+CHARS_PER_TOKEN = 16  # more than a token of any vocabulary holds, all but always
 LEFT_OUT = (
     "[... {lines} lines, {bytes} bytes of this result left out here: the whole result "
     "is in the session log ...]"
@@ -49,7 +56,9 @@ def marker_line(lines: int, size: int) -> str:
 
 def cut_result(text: str, budget: int, count: Count, keep_whole: Sequence[str] = ()) -> Cut:
     """`text` within `budget` tokens by the rules above."""
-    if count(text) <= budget:
+    if len(text.encode("utf-8")) <= budget:
+        return Cut(text)
+    if len(text) <= budget * CHARS_PER_TOKEN and count(text) <= budget:
         return Cut(text)
     # the marker at its longest (every digit it could need) is what it reserves
     reserve = count(marker_line(text.count("\n") + 1, len(text.encode("utf-8"))))
@@ -65,6 +74,7 @@ def cut_result(text: str, budget: int, count: Count, keep_whole: Sequence[str] =
 
 def _head(text: str, room: int, count: Count, keep_whole: Sequence[str]) -> int:
     """How many characters of `text`'s start fit `room`: whole lines, else a safe cut."""
+    text = text[: (room + 1) * CHARS_PER_TOKEN]  # no more could fit
     ends = [i + 1 for i, ch in enumerate(text) if ch == "\n"]
     fits = _largest(ends, lambda end: count(text[:end]) <= room)
     if fits is not None:
@@ -76,6 +86,7 @@ def _head(text: str, room: int, count: Count, keep_whole: Sequence[str]) -> int:
 
 def _tail(text: str, room: int, count: Count, keep_whole: Sequence[str]) -> int:
     """How many characters of `text`'s end fit `room`: whole lines, else a safe cut."""
+    text = text[-(room + 1) * CHARS_PER_TOKEN :]  # no more could fit
     starts = [i + 1 for i, ch in enumerate(text) if ch == "\n" and i + 1 < len(text)]
     sizes = sorted(len(text) - s for s in starts)
     fits = _largest(sizes, lambda size: count(text[len(text) - size :]) <= room)
