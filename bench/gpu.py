@@ -76,9 +76,10 @@ from boxmaker.loopd.dialects import choose_dialect
 from boxmaker.loopd.main import load_model
 from boxmaker.loopd.model import LlamaModel, Sampling
 from boxmaker.loopd.placement import placement, plan
-from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
+from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
+from boxmaker.testing.raw_llama import next_prompt, raw_rate_of, raw_tokens
 from boxmaker.testing.recording_model import Recorded, RecordingModel
 
 SEED = 20261130
@@ -134,42 +135,6 @@ def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
 def first_text(call: Recorded) -> float:
     """When the model's first text came (its end, where it wrote none)."""
     return call.first_text if call.first_text is not None else call.ended
-
-
-def raw_tokens(llm: Any, prompt: list[int], sampling: Sampling) -> Any:
-    """llama-cpp-python's own generator over `prompt`, with loopd's sampling settings."""
-    return llm.generate(
-        prompt,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        temp=sampling.temperature,
-        repeat_penalty=sampling.repeat_penalty,
-        reset=True,
-    )
-
-
-def raw_rate_of(
-    llm: Any, prompt: list[int], sampling: Sampling, stop: set[int], count: int
-) -> float:
-    """llama-cpp-python's tokens per second generating from `prompt` until a stop token or
-    `count` tokens, as loopd does (the tokens it made over its time)."""
-    start = time.perf_counter()
-    made = 0
-    for token in raw_tokens(llm, prompt, sampling):
-        if token in stop:
-            break
-        made += 1
-        if made >= count:
-            break
-    return made / (time.perf_counter() - start)
-
-
-def next_prompt(loopd: InProcessLoopd, logs: SessionLogs, session: str, text: str) -> list[int]:
-    """The prompt loopd renders for `session`'s next turn of `text`, from its log now."""
-    session_log = logs.open(session)
-    return loopd.turns.prompt(
-        SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
-    )
 
 
 def first_token_from_reset(llm: Any, prompt: list[int], sampling: Sampling) -> float:

@@ -88,10 +88,10 @@ from boxmaker.ipc import client
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import load_model
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
-from boxmaker.loopd.model import Sampling
-from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
+from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import start_loopd
+from boxmaker.testing.raw_llama import first_token, next_prompt, raw_rate_of
 from boxmaker.testing.recording_model import RecordingModel
 
 SEED = 20261130
@@ -149,51 +149,6 @@ def streamed_turn(path: Path, session: str, text: str, resume: bool) -> tuple[fl
         elif answer.final and not isinstance(message, TurnDone):
             raise SystemExit(f"loopd refused the turn: {message}")
     return None if first is None else (start, first)
-
-
-def raw_tokens(llm: Any, prompt: list[int], sampling: Sampling) -> Any:
-    """llama-cpp-python's own generator over `prompt`, with loopd's sampling settings."""
-    return llm.generate(
-        prompt,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        temp=sampling.temperature,
-        repeat_penalty=sampling.repeat_penalty,
-        reset=True,
-    )
-
-
-def raw_rate_of(
-    llm: Any, prompt: list[int], sampling: Sampling, stop: set[int], count: int
-) -> float:
-    """llama-cpp-python's tokens per second generating from `prompt` until a stop token or
-    `count` tokens, as loopd does (the tokens it made over its time)."""
-    start = time.perf_counter()
-    made = 0
-    for token in raw_tokens(llm, prompt, sampling):
-        if token in stop:
-            break
-        made += 1
-        if made >= count:
-            break
-    return made / (time.perf_counter() - start)
-
-
-def next_prompt(loopd: Any, logs: SessionLogs, session: str, text: str) -> list[int]:
-    """The prompt loopd renders for `session`'s next turn of `text`, from its log now."""
-    session_log = logs.open(session)
-    prompt: list[int] = loopd.turns.prompt(
-        SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
-    )
-    return prompt
-
-
-def first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
-    """Seconds from calling llama-cpp-python's `Llama.generate` to its first token."""
-    start = time.perf_counter()
-    for _ in raw_tokens(llm, prompt, sampling):
-        break
-    return time.perf_counter() - start
 
 
 def first_content_token(detokenize: object, ids: tuple[int, ...]) -> int:
