@@ -502,6 +502,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     for step in starts:
         _run_step(step, args.dry_run)
     mode = "root install" if layout.root else "dev mode"
+    if layout.root and not starts:  # before the summary, which stays the last line
+        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"], dry_run=args.dry_run))
     if args.dry_run:
         out(f"install ({mode}): dry run, nothing changed")
     elif starts:
@@ -511,8 +513,6 @@ def cmd_install(args: argparse.Namespace) -> int:
         out(f"install ({mode}): {changed} changes; start the tree with {start}")
     else:
         out(f"install ({mode}): nothing to change")
-    if layout.root and not starts:
-        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"], dry_run=args.dry_run))
     return EXIT_OK
 
 

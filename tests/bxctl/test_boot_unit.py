@@ -296,8 +296,8 @@ def test_a_root_dry_run_lists_the_boot_files_and_says_how_to_start_the_tree(
     assert f"would do: file {open_environment / PREPARE} 0755 root:root" in lines
     assert f"would do: file {unit} 0644 :" in lines
     assert not any("systemctl" in line for line in lines)  # a prefix: never started
-    assert lines[-2] == "install (root install): dry run, nothing changed"
-    assert lines[-1] == not_booted_hint(open_environment, etc, BROKER, dry_run=True)
-    assert lines[-1].startswith(f"the boot service {unit} would be written but not started")
-    assert f"{open_environment / PREPARE} --boot --user {BROKER}" in lines[-1]
+    assert lines[-1] == "install (root install): dry run, nothing changed"
+    assert lines[-2] == not_booted_hint(open_environment, etc, BROKER, dry_run=True)
+    assert lines[-2].startswith(f"the boot service {unit} would be written but not started")
+    assert f"{open_environment / PREPARE} --boot --user {BROKER}" in lines[-2]
     assert not prefix.exists()
