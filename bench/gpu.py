@@ -68,7 +68,6 @@ from typing import Any
 import orjson
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.messages import TurnDone
 from boxmaker.core.offload import Backend
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
@@ -79,7 +78,7 @@ from boxmaker.loopd.placement import placement, plan
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
-from boxmaker.testing.raw_llama import next_prompt, raw_rate_of, raw_tokens
+from boxmaker.testing.raw_llama import next_prompt, raw_rate_of, raw_tokens, turn
 from boxmaker.testing.recording_model import Recorded, RecordingModel
 
 SEED = 20261130
@@ -118,18 +117,6 @@ def no_gpu(backend: Backend) -> str | None:
             "(is the NVIDIA driver loaded? nvidia-smi)"
         )
     return None
-
-
-def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
-    """Send one turn; the client's seconds from sending to turn_done."""
-    assert callable(loopd_turn)
-    start = time.perf_counter()
-    answers = loopd_turn(session, text, resume=resume, timeout_s=600)
-    took = time.perf_counter() - start
-    done = answers[-1].message
-    if not isinstance(done, TurnDone):
-        raise SystemExit(f"loopd refused the turn: {done}")
-    return took
 
 
 def first_text(call: Recorded) -> float:

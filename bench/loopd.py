@@ -91,7 +91,7 @@ from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import start_loopd
-from boxmaker.testing.raw_llama import first_token, next_prompt, raw_rate_of
+from boxmaker.testing.raw_llama import first_token, next_prompt, raw_rate_of, turn
 from boxmaker.testing.recording_model import RecordingModel
 
 SEED = 20261130
@@ -121,18 +121,6 @@ PROMPTS = [
     "Write about a cat that watches the rain.",
     "Describe the view from a mountain top.",
 ]
-
-
-def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
-    """Send one turn; the client's seconds from sending to turn_done."""
-    assert callable(loopd_turn)
-    start = time.perf_counter()
-    answers = loopd_turn(session, text, resume=resume, timeout_s=600)
-    took = time.perf_counter() - start
-    done = answers[-1].message
-    if not isinstance(done, TurnDone):
-        raise SystemExit(f"loopd refused the turn: {done}")
-    return took
 
 
 def streamed_turn(path: Path, session: str, text: str, resume: bool) -> tuple[float, float] | None:

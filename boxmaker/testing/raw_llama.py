@@ -1,4 +1,5 @@
-"""llama-cpp-python's own side of the benches: what loopd is measured against.
+"""llama-cpp-python's own side of the benches (what loopd is measured against), and
+a timed turn of loopd's.
 
 I/O: drives a llama-cpp-python `Llama` (given, already loaded) and reads the clock;
 `next_prompt` reads a session log. bench/loopd.py and bench/gpu.py run these on the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from boxmaker.core.messages import TurnDone
 from boxmaker.loopd.model import Sampling
 from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
 from boxmaker.testing.daemons import InProcessLoopd
@@ -57,3 +59,15 @@ def next_prompt(loopd: InProcessLoopd, logs: SessionLogs, session: str, text: st
     return loopd.turns.prompt(
         SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
     )
+
+
+def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
+    """Send one turn; the client's seconds from sending to turn_done."""
+    assert callable(loopd_turn)
+    start = time.perf_counter()
+    answers = loopd_turn(session, text, resume=resume, timeout_s=600)
+    took = time.perf_counter() - start
+    done = answers[-1].message
+    if not isinstance(done, TurnDone):
+        raise SystemExit(f"loopd refused the turn: {done}")
+    return took
