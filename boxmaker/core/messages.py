@@ -12,7 +12,10 @@ fields in declaration order and absent optional fields left out;
                                                              approve_result, ok,
                                                              grants_report
                     checkpoint                               checkpoint_reply
-    loop.sock       turn                                     turn_event..., turn_done
+                    session_states                           session_state_list
+    loop.sock       turn, compact                            turn_event..., turn_done
+                    sessions                                 session_list
+                    session_show                             session_entries
     memory.sock     memory_block, session_updated            memory_block_reply, ok
     (loop-memory)
     memory.sock     memory_call                              tool_response
@@ -175,6 +178,24 @@ class CheckpointReply(Strict):
     time: Timestamp  # when brokerd took the checkpoint
 
 
+class SessionStates(Strict):
+    """Every session brokerd keeps state for (`bxctl sessions`)."""
+
+    kind: Literal["session_states"] = "session_states"
+
+
+class SessionStateItem(Strict):
+    session: SessionId
+    taint: DataClass
+    untrusted: bool
+    untrusted_by: UntrustedBy | None = None
+
+
+class SessionStateList(Strict):
+    kind: Literal["session_state_list"] = "session_state_list"
+    items: tuple[SessionStateItem, ...]
+
+
 # --- any socket --------------------------------------------------------------------
 
 
@@ -206,6 +227,60 @@ class Turn(Strict):
     session: SessionId
     text: str
     resume: bool = False
+
+
+class Compact(Strict):
+    """Compact a session now (`/compact`, `bxctl sessions compact`): answered as a turn."""
+
+    kind: Literal["compact"] = "compact"
+    session: SessionId
+
+
+class Sessions(Strict):
+    """Every session loopd has a log for."""
+
+    kind: Literal["sessions"] = "sessions"
+
+
+class SessionSummary(Strict):
+    session: SessionId
+    turns: int = Field(ge=0)  # the owner's messages
+    tokens: int = Field(ge=0)  # the prompt as last evaluated, its reply included
+    compactions: int = Field(ge=0)
+    untrusted: bool  # as loopd's log has it (brokerd's own view: `session_states`)
+    last: Timestamp  # the log's last change
+
+
+class SessionList(Strict):
+    kind: Literal["session_list"] = "session_list"
+    items: tuple[SessionSummary, ...]
+
+
+class SessionShow(Strict):
+    """A session's log as the owner reads it, from entry `start` on (paged to fit a frame)."""
+
+    kind: Literal["session_show"] = "session_show"
+    session: SessionId
+    start: int = Field(default=0, ge=0)
+
+
+EntryType = Literal["memory", "user", "model", "tool", "compaction", "notice"]
+
+
+class ShownEntry(Strict):
+    index: int = Field(ge=0)  # the entry's place in the log, from 0
+    type: EntryType
+    text: str  # cut to fit a frame when `cut` (the log file holds it all)
+    name: str | None = None  # a tool result's tool
+    untrusted: bool = False
+    cut: bool = False
+
+
+class SessionEntries(Strict):
+    kind: Literal["session_entries"] = "session_entries"
+    session: SessionId
+    entries: tuple[ShownEntry, ...]
+    next: int | None = None  # the next page's `start`; absent: the log ends here
 
 
 class ReasoningEvent(Strict):
@@ -250,13 +325,22 @@ class ApprovalPendingEvent(Strict):
     expires: Timestamp
 
 
+class ContextCompactedEvent(Strict):
+    """The older turns were replaced by a summary: the prompt's tokens before and after."""
+
+    type: Literal["context_compacted"] = "context_compacted"
+    before: int = Field(ge=0)
+    after: int = Field(ge=0)
+
+
 Event = Annotated[
     ReasoningEvent
     | ContentEvent
     | ToolCallStartedEvent
     | ToolResultEvent
     | ToolDeniedEvent
-    | ApprovalPendingEvent,
+    | ApprovalPendingEvent
+    | ContextCompactedEvent,
     Field(discriminator="type"),
 ]
 
@@ -477,12 +561,19 @@ _KINDS: dict[str, type[Strict]] = {
     "grants_report": GrantsReport,
     "checkpoint": AuditCheckpoint,
     "checkpoint_reply": CheckpointReply,
+    "session_states": SessionStates,
+    "session_state_list": SessionStateList,
     "error": Error,
     "status": Status,
     "status_report": StatusReport,
     "turn": Turn,
     "turn_event": TurnEvent,
     "turn_done": TurnDone,
+    "compact": Compact,
+    "sessions": Sessions,
+    "session_list": SessionList,
+    "session_show": SessionShow,
+    "session_entries": SessionEntries,
     "memory_block": MemoryBlock,
     "memory_block_reply": MemoryBlockReply,
     "session_updated": SessionUpdated,
@@ -524,12 +615,19 @@ Message = Annotated[
     | Annotated[GrantsReport, Tag("grants_report")]
     | Annotated[AuditCheckpoint, Tag("checkpoint")]
     | Annotated[CheckpointReply, Tag("checkpoint_reply")]
+    | Annotated[SessionStates, Tag("session_states")]
+    | Annotated[SessionStateList, Tag("session_state_list")]
     | Annotated[Error, Tag("error")]
     | Annotated[Status, Tag("status")]
     | Annotated[StatusReport, Tag("status_report")]
     | Annotated[Turn, Tag("turn")]
     | Annotated[TurnEvent, Tag("turn_event")]
     | Annotated[TurnDone, Tag("turn_done")]
+    | Annotated[Compact, Tag("compact")]
+    | Annotated[Sessions, Tag("sessions")]
+    | Annotated[SessionList, Tag("session_list")]
+    | Annotated[SessionShow, Tag("session_show")]
+    | Annotated[SessionEntries, Tag("session_entries")]
     | Annotated[MemoryBlock, Tag("memory_block")]
     | Annotated[MemoryBlockReply, Tag("memory_block_reply")]
     | Annotated[SessionUpdated, Tag("session_updated")]

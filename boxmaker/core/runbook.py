@@ -36,6 +36,7 @@ class Runbook(StrEnum):
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     LOOPD_GPU_SETTINGS = "loopd-gpu-settings"
     LOOPD_MODEL_TOO_BIG = "loopd-model-too-big"
+    LOOPD_CONTEXT_FULL = "loopd-context-full"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"
     MEMORY_WRITE_REFUSED = "memory-write-refused"

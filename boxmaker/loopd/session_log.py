@@ -8,11 +8,17 @@ fsynced, created 0600 in a 0700 directory. Entries:
     {"type": "user",  "text": ...}
     {"type": "model", "text": ..., "ids": [...]}     the token ids as generated
     {"type": "tool",  "call": ..., "name": ..., "content": ...,
-     "class": ..., "untrusted": ..., "truncated": ...}
+     "class": ..., "untrusted": ..., "truncated": ..., "shown": ...}
+    {"type": "notice", "text": ...}                  loopd's own words to the model
+    {"type": "compaction", "summary": ..., "replaces": [[start, end], ...],
+     "dropped": ..., "before": ..., "after": ..., "untrusted": ...}
 
 A memory entry is not a turn of its own: the turn loop renders it as part of
-the system turn (`SessionLog.memory`). Logs written before memory entries
-existed read back as they did. A resumed session is rebuilt from its log
+the system turn (`SessionLog.memory`), and so is the latest compaction's
+summary. A compaction names the entries it replaces by index
+(`core.compaction_plan`); they stay in the file, and no later prompt renders them
+(`SessionLog.live`). Logs written before memory entries existed read back as they
+did. A resumed session is rebuilt from its log
 exactly, so its next prompt extends the one evaluated before. A log that does
 not read back whole (a line that does not parse, a torn last line, an entry of
 no known type) is damaged: the session refuses to go on, and the message points
@@ -22,6 +28,7 @@ at runbook.md#session-log-damaged. Nothing is ever rewritten.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -29,6 +36,7 @@ import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from boxmaker.core.chat_format import Role, Turn
+from boxmaker.core.compaction_plan import covered
 from boxmaker.core.decisions import Strict
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
@@ -52,6 +60,32 @@ class ModelEntry(Strict):
     type: Literal["model"] = "model"
     text: str
     ids: tuple[int, ...]
+    # the prompt's length in tokens when this reply was written (`bxctl sessions`);
+    # absent from logs written before it existed
+    prompt: int | None = None
+
+
+class NoticeEntry(Strict):
+    """loopd's own words to the model (before a compaction: the chance to save to memory),
+    rendered as an owner's turn, marked as loopd's."""
+
+    type: Literal["notice"] = "notice"
+    text: str
+
+
+Span = tuple[int, int]  # entries [start, end) of the log, by index from 0
+
+
+class CompactionEntry(Strict):
+    """A summary that replaces the entries in `replaces` in every later prompt."""
+
+    type: Literal["compaction"] = "compaction"
+    summary: str  # neutralised; rendered in the system turn
+    replaces: tuple[Span, ...]
+    dropped: int = Field(ge=0)  # of the owner's turns replaced, those the summary never saw
+    before: int = Field(ge=0)  # the prompt's tokens before, and after
+    after: int = Field(ge=0)
+    untrusted: bool  # the session had read untrusted content when it was written
 
 
 class ToolEntry(Strict):
@@ -67,11 +101,25 @@ class ToolEntry(Strict):
     shown: str | None = None
 
 
-AnyEntry = MemoryEntry | UserEntry | ModelEntry | ToolEntry
+AnyEntry = MemoryEntry | UserEntry | ModelEntry | ToolEntry | NoticeEntry | CompactionEntry
 Entry = Annotated[AnyEntry, Field(discriminator="type")]
 
 
 _ENTRY: TypeAdapter[AnyEntry] = TypeAdapter(Entry)
+
+
+def _turn(entry: AnyEntry) -> Turn:
+    if isinstance(entry, UserEntry):
+        return Turn(Role.USER, entry.text)
+    if isinstance(entry, NoticeEntry):
+        return Turn(Role.USER, entry.text)
+    if isinstance(entry, ModelEntry):
+        return Turn(Role.MODEL, entry.text, ids=entry.ids)
+    if isinstance(entry, ToolEntry):
+        return Turn(
+            Role.TOOL, entry.content if entry.shown is None else entry.shown, name=entry.name
+        )
+    raise TypeError(f"a {entry.type} entry is not a turn")
 
 
 class SessionLogDamagedError(Exception):
@@ -87,28 +135,40 @@ class SessionLog:
 
     @property
     def untrusted(self) -> bool:
-        """Whether the session has read untrusted content."""
-        return any(isinstance(e, ToolEntry) and e.untrusted for e in self.entries)
+        """Whether the session has read untrusted content (a summary written after it
+        counts too: compaction never makes a session trusted again)."""
+        return any(isinstance(e, ToolEntry | CompactionEntry) and e.untrusted for e in self.entries)
 
     @property
     def memory(self) -> tuple[str, ...]:
         """The memory block's text as logged (neutralised), one for each memory entry."""
         return tuple(e.text for e in self.entries if isinstance(e, MemoryEntry))
 
-    def turns(self) -> list[Turn]:
-        """The conversation's turns: every entry but the memory block (`memory`)."""
-        turns: list[Turn] = []
-        for entry in self.entries:
-            if isinstance(entry, MemoryEntry):
-                continue
-            if isinstance(entry, UserEntry):
-                turns.append(Turn(Role.USER, entry.text))
-            elif isinstance(entry, ModelEntry):
-                turns.append(Turn(Role.MODEL, entry.text, ids=entry.ids))
-            else:
-                shown = entry.content if entry.shown is None else entry.shown
-                turns.append(Turn(Role.TOOL, shown, name=entry.name))
-        return turns
+    @property
+    def compactions(self) -> tuple[CompactionEntry, ...]:
+        return tuple(e for e in self.entries if isinstance(e, CompactionEntry))
+
+    @property
+    def compaction(self) -> CompactionEntry | None:
+        """The latest compaction: its summary stands for every entry it replaces."""
+        found = self.compactions
+        return found[-1] if found else None
+
+    def live(self) -> list[tuple[int, AnyEntry]]:
+        """The entries later prompts render, with their indices: every entry but the
+        memory block, compactions, and what a compaction replaced."""
+        gone: set[int] = set()
+        for entry in self.compactions:
+            gone |= covered(entry.replaces)
+        return [
+            (at, e)
+            for at, e in enumerate(self.entries)
+            if at not in gone and not isinstance(e, MemoryEntry | CompactionEntry)
+        ]
+
+    def turns(self, entries: Sequence[tuple[int, AnyEntry]] | None = None) -> list[Turn]:
+        """The conversation's turns: of `entries` (default: the live ones, `live`)."""
+        return [_turn(e) for _, e in (self.live() if entries is None else entries)]
 
     def append(self, entry: AnyEntry) -> None:
         line = orjson.dumps(entry.model_dump(mode="json", by_alias=True)) + b"\n"

@@ -77,13 +77,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from boxmaker.core.chat_format import ChatFormat, Segment, Tokens
+from boxmaker.core import compaction_plan
+from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
+from boxmaker.core.compaction_plan import summary_block
 from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
     ContentEvent,
+    ContextCompactedEvent,
     DeniedResponse,
     Event,
     FailedResponse,
@@ -110,8 +113,10 @@ from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.model import ContextFullError, Model
 from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import (
+    CompactionEntry,
     MemoryEntry,
     ModelEntry,
+    NoticeEntry,
     SessionLog,
     SessionLogs,
     ToolEntry,
@@ -139,9 +144,34 @@ class TurnLimits:
     stream_interval_s: float = 0.05  # streamed text merged within it (`loopd.pacing`)
     # a tool result's budget in the prompt (`core.result_cut`); None: never cut
     result_tokens: int | None = None
+    # the model's context in tokens; None: unknown, and a session is never compacted
+    context: int | None = None
+    compact_at: float = 0.85  # of the context: a longer next prompt compacts first
+    summary_tokens: int = 512  # a compaction's summary, at most
+    keep_turns: int = 2  # the owner's last turns kept verbatim when they fit
 
 
 CACHED_SESSIONS = 16
+SUMMARY_MARGIN = 16  # tokens kept free under the threshold for the summary's heading
+MEMORY_CHANCE_MIN = 32  # a memory chance with less room than this is skipped
+MEMORY_TOOLS = frozenset(name for name in BROKER_TOOLS if name.startswith("memory_"))
+
+
+class _NoRoomError(Exception):
+    """The system turn and the owner's last turn alone pass the threshold: the turn ends."""
+
+
+def _called(call: ToolCall) -> str:
+    """The tool a call runs: call_tool's inner name, else the call's own."""
+    if call.name != "call_tool":
+        return call.name
+    try:
+        inner = json.loads(call.arguments).get("name")
+    except (ValueError, AttributeError):
+        return call.name
+    return inner if isinstance(inner, str) else call.name
+
+
 _V = TypeVar("_V")
 
 
@@ -237,13 +267,29 @@ class TurnLoop:
 
     def prompt(self, session_log: SessionLog) -> list[int]:
         """The token ids of the next prompt for this session, rendered from its log."""
-        session = session_log.path.stem
-        system = "\n\n".join((self._system, *session_log.memory))
-        cache = _recent(self._stretches, session, Stretches)
-        before = _recent(self._tokens, session, list)
+        return self._render(session_log, self._system_of(session_log), session_log.turns())
+
+    def _system_of(self, session_log: SessionLog) -> str:
+        """The system turn's text: the system prompt, the memory block, and the latest
+        compaction's summary, a blank line between each."""
+        compaction = session_log.compaction
+        summary = (
+            () if compaction is None else (summary_block(compaction.summary, compaction.dropped),)
+        )
+        return "\n\n".join((self._system, *session_log.memory, *summary))
+
+    def _render(
+        self, session_log: SessionLog, system: str, turns: Sequence[Turn], *, cached: bool = True
+    ) -> list[int]:
+        """`system` and `turns` as token ids. Cached (the default) only for the session's
+        own prompt: its segments are reused while the log only grows, and a compaction
+        starts the cache afresh (`cached=False` for any other prompt)."""
+        key = f"{session_log.path.stem}/{len(session_log.compactions)}"
+        cache = _recent(self._stretches, key, Stretches) if cached else Stretches()
+        before = _recent(self._tokens, key, list) if cached else []
         made: list[tuple[Segment, list[int]]] = []
         ids: list[int] = []
-        for at, segment in enumerate(self._dialect.render(system, session_log.turns(), cache)):
+        for at, segment in enumerate(self._dialect.render(system, turns, cache)):
             if at < len(before) and before[at][0] == segment:  # the same segment as last time
                 part = before[at][1]
             elif isinstance(segment, Tokens):
@@ -252,7 +298,8 @@ class TurnLoop:
                 part = self._model.tokenize(segment.text, special=segment.special)
             made.append((segment, part))
             ids.extend(part)
-        self._tokens[session] = made
+        if cached:
+            self._tokens[key] = made
         return ids
 
     def run(self, session: str, text: str, resume: bool, emit: Callable[[Event], None]) -> TurnDone:
@@ -291,24 +338,25 @@ class TurnLoop:
             budget = min(self._limits.reply_tokens, self._limits.max_tokens - generated)
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
-            try:
-                prompt = self.prompt(session_log)
-            except TemplateError as exc:  # probed at start; this conversation breaks it
-                raise TurnRefusedError(
-                    f"the model's chat template cannot render this session: {exc}; "
-                    f"{Runbook.LOOPD_TEMPLATE_REFUSED.pointer}",
-                    ErrorCode.UNAVAILABLE,
-                ) from exc
+            prompt = self._prompt_or_refuse(session_log)
+            if self._over(prompt):
+                try:
+                    self._compact(session, session_log, emit, len(prompt))
+                except _NoRoomError as exc:
+                    return str(exc)
+                prompt = self._prompt_or_refuse(session_log)
             try:
                 last = budget == self._limits.max_tokens - generated
                 generation = self._reply(session, prompt, budget, last, emit)
             except ContextFullError:
                 return (
-                    f"The conversation no longer fits the model's context ({len(prompt)} "
-                    "tokens); start a new session."
+                    f"The turn stopped: the conversation fills the model's context "
+                    f"({len(prompt)} tokens); {Runbook.LOOPD_CONTEXT_FULL.pointer}."
                 )
             generated += len(generation.ids)
-            session_log.append(ModelEntry(text=generation.text, ids=generation.ids))
+            session_log.append(
+                ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt))
+            )
             if not generation.finished and generated >= self._limits.max_tokens:
                 # cut off by the turn's bound: what it wrote is unfinished, not an answer,
                 # and what was held back (perhaps half a tool call) is not shown
@@ -326,6 +374,190 @@ class TurnLoop:
                 calls += 1
                 self._tool(session, session_log, call, emit)
 
+    def _prompt_or_refuse(self, session_log: SessionLog) -> list[int]:
+        try:
+            return self.prompt(session_log)
+        except TemplateError as exc:  # probed at start; this conversation breaks it
+            raise TurnRefusedError(
+                f"the model's chat template cannot render this session: {exc}; "
+                f"{Runbook.LOOPD_TEMPLATE_REFUSED.pointer}",
+                ErrorCode.UNAVAILABLE,
+            ) from exc
+
+    def _threshold(self) -> int | None:
+        context = self._limits.context
+        return None if context is None else int(context * self._limits.compact_at)
+
+    def _over(self, prompt: Sequence[int]) -> bool:
+        threshold = self._threshold()
+        return threshold is not None and len(prompt) > threshold
+
+    def compact(self, session: str, emit: Callable[[Event], None]) -> TurnDone:
+        """Compact `session` now, as its owner asked (`compact` on loop.sock): answered
+        as a turn, its content one line saying what was done."""
+        with self._lock(session):
+            session_log = self._logs.open(session)
+            if not session_log.entries:
+                raise TurnRefusedError(f"session {session} has no log to compact")
+            if self._limits.context is None:
+                raise TurnRefusedError("this model's context is not known: loopd cannot compact")
+            before = len(self._prompt_or_refuse(session_log))
+            try:
+                done = self._compact(session, session_log, emit, before)
+            except _NoRoomError as exc:
+                content = str(exc)
+            else:
+                content = (
+                    f"Compacted: {done.before} tokens became {done.after}."
+                    if done is not None
+                    else "Nothing to compact: the owner's last turns are kept as they are."
+                )
+            return TurnDone(session=session, content=content, untrusted=session_log.untrusted)
+
+    def _compact(
+        self, session: str, session_log: SessionLog, emit: Callable[[Event], None], before: int
+    ) -> CompactionEntry | None:
+        """Replace the older turns with a summary the model writes (the steps below);
+        the entry appended, or None when there is nothing older to replace.
+        _NoRoomError when the system turn and the owner's last turn alone do not fit.
+
+            1. the kept tail: the owner's last `keep_turns` turns, fewer when they
+               leave no room under the threshold, at least the last one
+            2. the turns before it, the oldest dropped while the system turn, they
+               and the instruction leave no room for the summary's budget
+            3. the model's one chance to save to memory: those turns and a notice,
+               one reply, its memory tool calls run through brokerd as any call
+               (the rest refused); skipped when it does not fit
+            4. the summary: those turns and the instruction, the model's answer
+               neutralised, appended as a compaction entry that names every entry
+               it replaces (the older turns and step 3's); the owner sees
+               `context_compacted`"""
+        threshold, context = self._threshold(), self._limits.context
+        assert threshold is not None
+        assert context is not None
+        live = session_log.live()
+        kinds = [(at, e.type) for at, e in live]
+        if compaction_plan.plan(kinds, self._limits.keep_turns) is None:
+            if before > threshold:
+                raise _NoRoomError(self._no_room(before))
+            return None
+        system = self._system_of(session_log)
+        for keep in range(max(1, self._limits.keep_turns), 0, -1):
+            found = compaction_plan.plan(kinds, keep)
+            assert found is not None  # fewer kept: more older
+            tail = [(at, e) for at, e in live if at >= found.kept_from]
+            base = self._render(session_log, system, session_log.turns(tail), cached=False)
+            room = threshold - len(base) - SUMMARY_MARGIN
+            if room >= 0:
+                break
+        else:
+            raise _NoRoomError(self._no_room(len(base)))
+        budget = min(self._limits.summary_tokens, room)
+        by_index = dict(live)
+        older = list(found.turns)
+        while True:
+            shown = session_log.turns([(i, by_index[i]) for group in older for i in group])
+            asked = [*shown, Turn(Role.USER, compaction_plan.SUMMARY_INSTRUCTION)]
+            prompt = self._render(session_log, system, asked, cached=False)
+            if len(prompt) + budget <= context or not older:
+                break
+            older.pop(0)
+        dropped = len(found.turns) - len(older)
+        chance = self._memory_chance(session, session_log, system, shown, emit) if older else ()
+        summary = self._summary(session, prompt, budget) if older else ""
+        if not older and session_log.compaction is not None:
+            summary = session_log.compaction.summary  # nothing new seen: the old one stands
+        summary = self._neutralised(session, "summary", summary)
+        after = len(
+            self._render(
+                session_log,
+                "\n\n".join((self._system, *session_log.memory, summary_block(summary, dropped))),
+                session_log.turns(tail),
+                cached=False,
+            )
+        )
+        entry = CompactionEntry(
+            summary=summary,
+            replaces=compaction_plan.spans([*(i for g in found.turns for i in g), *chance]),
+            dropped=dropped,
+            before=before,
+            after=after,
+            untrusted=session_log.untrusted,
+        )
+        session_log.append(entry)
+        log.info(
+            "event=context_compacted session=%s before=%d after=%d dropped=%d kept_from=%d",
+            session,
+            before,
+            after,
+            dropped,
+            found.kept_from,
+        )
+        emit(ContextCompactedEvent(before=before, after=after))
+        return entry
+
+    def _no_room(self, tokens: int) -> str:
+        return (
+            f"The turn stopped: the system text, the memory block and the owner's last turn "
+            f"alone take {tokens} tokens, more than the model's context allows "
+            f"({self._limits.context}); {Runbook.LOOPD_CONTEXT_FULL.pointer}."
+        )
+
+    def _memory_chance(
+        self,
+        session: str,
+        session_log: SessionLog,
+        system: str,
+        older: list[Turn],
+        emit: Callable[[Event], None],
+    ) -> range:
+        """Step 3 of `_compact`: the log indices it appended (none when it did not fit).
+        Its prompt is the system turn, the turns to be summarised and the notice."""
+        assert self._limits.context is not None
+        start = len(session_log.entries)
+        try:
+            prompt = self._render(
+                session_log,
+                system,
+                [*older, Turn(Role.USER, compaction_plan.MEMORY_CHANCE)],
+                cached=False,
+            )
+        except TemplateError as exc:
+            log.info("event=memory_chance_skipped session=%s why=template: %s", session, exc)
+            return range(start, start)
+        budget = min(self._limits.summary_tokens, self._limits.context - len(prompt))
+        if budget < MEMORY_CHANCE_MIN:
+            log.info("event=memory_chance_skipped session=%s why=no room", session)
+            return range(start, start)
+        session_log.append(NoticeEntry(text=compaction_plan.MEMORY_CHANCE))
+
+        def quiet(event: Event) -> None:  # its words are not the turn's answer
+            if not isinstance(event, ReasoningEvent | ContentEvent):
+                emit(event)
+
+        try:
+            generation = self._reply(session, prompt, budget, False, quiet, budget // 2)
+        except ContextFullError:
+            return range(start, len(session_log.entries))
+        session_log.append(ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt)))
+        if generation.answer is not None:
+            reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
+            for call in reply.calls[: self._limits.max_tool_calls]:
+                self._tool(session, session_log, call, emit, only=MEMORY_TOOLS)
+        return range(start, len(session_log.entries))
+
+    def _summary(self, session: str, prompt: list[int], budget: int) -> str:
+        """Step 3 of `_compact`: the model's summary (its answer, calls left out)."""
+        if budget <= 0:
+            return ""
+        try:
+            generation = self._reply(session, prompt, budget, False, lambda _: None, budget // 2)
+        except ContextFullError:
+            return ""
+        if generation.answer is None:
+            return ""
+        return parse_reply(generation.answer, self._dialect.syntax, SCHEMAS).content.strip()
+
     def _reply(
         self,
         session: str,
@@ -333,6 +565,7 @@ class TurnLoop:
         budget: int,
         last: bool,
         emit: Callable[[Event], None],
+        reasoning_tokens: int | None = None,
     ) -> _Reply:
         """One reply of the model, streamed as reasoning and content events while it is
         written (`core.reasoning`, then `core.reply_stream`: what could still be a tool
@@ -347,6 +580,7 @@ class TurnLoop:
         )
         answer = ReplyStream(dialect.syntax)
         paced = Paced(emit, self._limits.stream_interval_s)
+        thinks = self._limits.reasoning_tokens if reasoning_tokens is None else reasoning_tokens
 
         def on_text(piece: str) -> None:
             reasoning, content = thinking.feed(piece)
@@ -361,7 +595,7 @@ class TurnLoop:
             left = budget - len(ids)
             step = left
             if thinking.reasoning_open and dialect.reasoning is not None:
-                step = min(left, max(1, self._limits.reasoning_tokens - len(ids)))
+                step = min(left, max(1, thinks - len(ids)))
             generation = self._model.generate(
                 session, prompt + ids, max_tokens=step, stop=self._stop, on_text=on_text
             )
@@ -370,7 +604,7 @@ class TurnLoop:
             finished = generation.finished
             if finished or len(ids) >= budget or not generation.ids:
                 break
-            over = len(ids) >= self._limits.reasoning_tokens
+            over = len(ids) >= thinks
             if over and thinking.reasoning_open and dialect.reasoning is not None:
                 close = dialect.reasoning.close  # the budget is spent: close the block
                 log.info("event=reasoning_closed session=%s tokens=%d", session, len(ids))
@@ -411,13 +645,18 @@ class TurnLoop:
         session_log: SessionLog,
         call: ToolCall | BadToolCall,
         emit: Callable[[Event], None],
+        only: frozenset[str] | None = None,
     ) -> None:
+        """Run one call and log its result; with `only`, a call to any other tool is
+        not run (its result says so)."""
         call_id = f"c{uuid.uuid4().hex[:20]}"
         name = call.name if isinstance(call, ToolCall) else "unreadable"
         arguments = call.arguments if isinstance(call, ToolCall) else "{}"
         emit(ToolCallStartedEvent(call=call_id, name=name, arguments=arguments))
         if isinstance(call, BadToolCall):
             outcome = ToolOutcome(f"The tool call could not be read: {call.problem}")
+        elif only is not None and _called(call) not in only:
+            outcome = ToolOutcome(f"Not run: only these tools run now: {', '.join(sorted(only))}.")
         else:
             outcome = self._run(session, call_id, call, emit)
         content = self._neutralised(session, "tool", outcome.content)

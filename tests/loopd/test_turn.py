@@ -578,7 +578,8 @@ def test_a_reply_that_fills_the_context_ends_the_turn_with_a_message(place: Home
             raise ContextFullError("full")
 
     content, _, _ = run(place.loop(FullModel()), "hi")
-    assert content.startswith("The conversation no longer fits the model's context")
+    assert content.startswith("The turn stopped: the conversation fills the model's context")
+    assert content.endswith("see runbook.md#loopd-context-full.")
 
 
 def test_a_result_over_its_budget_reaches_the_model_as_head_marker_tail(place: Home) -> None:
