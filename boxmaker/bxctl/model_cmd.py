@@ -60,9 +60,11 @@ def add_parser(commands: Any) -> None:
             " would do with it: architecture and trained context, the chat template (used,"
             " or the hand-written format that stands in, and why), the tool-call syntax and"
             " reasoning markers, the marker self-test, loopd's prompt for a sample"
-            " conversation against the template's own rendering, and the memory the weights"
-            " and the KV cache take. Starts nothing. Exit 0 when loopd would start on the"
-            " file, 1 when it would not, 2 when it cannot be read."
+            " conversation against the template's own rendering, the memory the weights"
+            " and the KV cache take, and the context loopd would give the model ([model]"
+            " context, 0 = the trained context within [model] memory_mib). Starts nothing."
+            " Exit 0 when loopd would start on the file, 1 when it would not, 2 when it"
+            " cannot be read."
         ),
     )
     check.add_argument(

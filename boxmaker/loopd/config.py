@@ -9,10 +9,13 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               file's own chat template, else the hand-written format its markers
               name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
               "deepseek_r1", "gemma4":
-              `boxmaker.core.chat_format`), context, threads, max_tokens (one
-              reply, 16,384), reasoning_tokens (of a reply's reasoning, 8,192:
-              past it loopd closes the block), thinking (true: the template's
-              `enable_thinking`), temperature, top_p, top_k, repeat_penalty
+              `boxmaker.core.chat_format`), context (0: the model's trained
+              context, bounded by memory_mib; else at least 256, and at most
+              the trained context), memory_mib (what the KV cache and saved
+              sessions may take, in MiB, 4,096: `boxmaker.core.context_fit`),
+              threads, max_tokens (one reply, 16,384), reasoning_tokens (of a
+              reply's reasoning, 8,192: past it loopd closes the block), thinking
+              (true: the template's `enable_thinking`), temperature, top_p, top_k, repeat_penalty
               (unset: the model family's defaults, `boxmaker.core.sampling`), seed,
               gpu_layers ("auto": all on the GPU when the build and machine have
               one, else 0; "all"; or a count), flash_attn (auto/on/off), kv_type
@@ -23,9 +26,14 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
     [sockets] loop, group_access
     [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536), result_tokens
               (a tool result's budget in the prompt: 0 = an eighth of the context,
-              at most a quarter; past it, its head and tail with a marker)
+              at most a quarter; past it, its head and tail with a marker),
+              compact_at (0.85: a next prompt longer than this share of the
+              context compacts the session first), summary_tokens (a compaction's
+              summary: 0 = an eighth of the context, at most a quarter),
+              keep_turns (the owner's last turns kept verbatim, 2)
 
-Reply and turn budgets never pass the context: loopd caps them at `context`.
+Reply and turn budgets never pass the context: loopd caps them at the context it
+resolved at start (`[model] context`, or what `context = 0` chose).
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
+from boxmaker.core.context_fit import CONTEXT_STEP
 from boxmaker.core.layout import HOME_VARIABLE, Home
 from boxmaker.core.offload import GpuLayers, KvType, Switch
 from boxmaker.core.settings_check import RoleSettingsBase, Section
@@ -51,6 +60,15 @@ class PathsSection(Section):
     home: str = ""
 
 
+def _context(value: int) -> int:
+    """`[model] context`: 0 (what fits, `boxmaker.core.context_fit`) or at least 256."""
+    if value == 0 or value >= CONTEXT_STEP:
+        return value
+    raise ValueError(
+        f"give 0 (the model's trained context, bounded by memory_mib) or at least {CONTEXT_STEP}"
+    )
+
+
 def _gpu_layers(value: object) -> object:
     """`[model] gpu_layers`: a count of 0 or more, "all" or "auto" (one message for all)."""
     if value in ("auto", "all") or (type(value) is int and value >= 0):
@@ -63,7 +81,9 @@ class ModelSection(Section):
     template: Literal[
         "auto", "gemma", "chatml", "llama3", "phi3", "mistral", "deepseek_r1", "gemma4"
     ] = "auto"
-    context: int = Field(default=4096, ge=256)
+    # 0: the trained context, bounded by what fits memory_mib (`core.context_fit`)
+    context: Annotated[int, AfterValidator(_context)] = 0
+    memory_mib: int = Field(default=4096, ge=1)  # the KV cache and saved sessions
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     max_tokens: int = Field(default=16_384, ge=1)
     reasoning_tokens: int = Field(default=8_192, ge=1)
@@ -106,6 +126,12 @@ class TurnSection(Section):
     # a tool result's share of the prompt, in tokens: 0 = an eighth of the context;
     # never more than a quarter of it (`boxmaker.core.result_cut`)
     result_tokens: int = Field(default=0, ge=0)
+    # compaction: a next prompt past compact_at of the context is summarised first, in
+    # summary_tokens at most (0 = an eighth of the context; never past a quarter), the
+    # owner's last keep_turns turns kept as they were
+    compact_at: float = Field(default=0.85, gt=0.0, le=1.0)
+    summary_tokens: int = Field(default=0, ge=0)
+    keep_turns: int = Field(default=2, ge=1)
 
 
 class LoopdConfig(RoleSettingsBase):

@@ -1,10 +1,15 @@
 """loopd's console script: `loopd serve`, `loopd probe`, `loopd tags`, `loopd check PATH`
 and `loopd demo`, each `--config PATH`.
 
-`serve` first probes the model in a child process (`boxmaker.loopd.probe`: load
-it and generate a few tokens, so a build or model that crashes is reported in
-one line instead of crashing loopd in a restart loop), unless a probe passed
-before on this same build, model and CPU (`boxmaker.loopd.probe_cache`); then
+`serve` first probes the model in a child process (`boxmaker.loopd.probe`: read its
+metadata, load it and generate a few tokens, so a build or model that crashes is
+reported in one line instead of crashing loopd in a restart loop), unless a probe
+passed before on this same build, model, CPU and settings
+(`boxmaker.loopd.probe_cache`, whose record keeps the metadata); resolves the
+context from the metadata (`boxmaker.core.context_fit`: `[model] context`, 0 = the
+trained context bounded by what fits `[model] memory_mib`; logged as
+`event=context`, or refused in one line naming the key, by the probe child before
+it loads any weight); then
 loads it in this process (the embedded default unless `[model] path` names
 another GGUF file), checks its chat format with a self-test and its marker list
 with another (`boxmaker.loopd.markers`, docs/markers.md; its heavy part runs on
@@ -28,7 +33,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -36,6 +41,7 @@ from pathlib import Path
 
 from boxmaker import __version__
 from boxmaker.core.chat_format import GEMMA, ChatFormat
+from boxmaker.core.context_fit import ContextFit, ContextFitError, fit_context
 from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import StartupError
 from boxmaker.core.layout import link_modes
@@ -72,6 +78,7 @@ from boxmaker.loopd.probe_cache import (
     record_path,
     remember,
     remembered,
+    remembered_metadata,
     tags_key,
 )
 from boxmaker.loopd.serve import LoopServer
@@ -168,40 +175,74 @@ def model_path(config: LoopdConfig) -> Path:
     return path
 
 
+def resolve_context(config: LoopdConfig, metadata: Mapping[str, str] | None = None) -> ContextFit:
+    """The context loopd gives the model (`core.context_fit`), from its `metadata` (the
+    probe's; None: read now, in this process, the vocabulary loaded alone: after a
+    probe passed, or in tests), logged in one line (`event=context`); StartupError,
+    one line naming `[model] context` or `memory_mib`, when refused."""
+    if metadata is None:
+        metadata = load_vocabulary(model_path(config)).metadata
+    settings = config.model
+    try:
+        fit = fit_context(
+            metadata,
+            context=settings.context,
+            memory_mib=settings.memory_mib,
+            kv_type=settings.kv_type,
+        )
+    except ContextFitError as exc:
+        raise StartupError(str(exc)) from exc
+    log.info("event=context %s", fit.describe(settings.memory_mib))
+    return fit
+
+
 def probe(
     config: LoopdConfig, command: Sequence[str] | None = None, *, again: bool = True
 ) -> ProbeResult:
-    """The model probe in a child process; StartupError if the model crashed or said
-    nothing. With `again` false, a probe that passed before on this same build, model
-    and CPU (`loopd.probe_cache`) stands, and no child runs. `command` (tests)
-    replaces the child and is never remembered."""
+    """The model probe in a child process, at the context it resolves as loopd does;
+    StartupError if the model crashed or said nothing, or the context cannot be
+    honoured. With `again` false, a probe that passed before on this same build,
+    model, CPU and settings (`loopd.probe_cache`) stands, with the metadata it
+    recorded, and no child runs. `command` (tests) replaces the child and is never
+    remembered."""
     path = model_path(config)
     offload = plan(config)
-    settings = f"context={config.model.context} {to_argument(offload)}"
-    key = probe_key(path, config.model.threads, settings) if command is None else None
+    settings = config.model
+    asked = f"context={settings.context} memory_mib={settings.memory_mib}"
+    key = (
+        None
+        if command is not None
+        else probe_key(path, settings.threads, f"{asked} {to_argument(offload)}")
+    )
     if key is not None and not again:
         passed = remembered(config.home, key)
         if passed is not None:
             log.info("event=model_probe_remembered %s", record_path(config.home))
-            return ProbeResult(passed[0], 0.0, None)
+            return ProbeResult(passed[0], 0.0, None, metadata=remembered_metadata(config.home, key))
     result = run_probe(
         command
         if command is not None
-        else probe_command(path, config.model.threads, config.model.context, offload)
+        else probe_command(path, settings.threads, settings.context, settings.memory_mib, offload)
     )
     if result.problem is not None:
         raise StartupError(result.problem)
     if key is not None:
         try:
-            remember(config.home, key, result.tokens, result.seconds)
+            remember(config.home, key, result.tokens, result.seconds, metadata=result.metadata)
         except OSError as exc:  # the next start probes again: slower, never weaker
             log.warning("event=probe_not_remembered %s", exc)
     return result
 
 
-def load_model(config: LoopdConfig, offload: Offload | None = None) -> LlamaModel:
-    """The model of `config`, loaded here with `offload` (None: planned now)."""
+def load_model(
+    config: LoopdConfig, offload: Offload | None = None, fit: ContextFit | None = None
+) -> LlamaModel:
+    """The model of `config`, loaded here with `offload` (None: planned now) at the
+    context of `fit` (None: resolved now), its saved sessions within what `fit` leaves
+    of `[model] memory_mib`."""
     path = model_path(config)
+    if fit is None:
+        fit = resolve_context(config)
     settings = config.model
     owner = partial(
         sampling_for,
@@ -212,11 +253,12 @@ def load_model(config: LoopdConfig, offload: Offload | None = None) -> LlamaMode
     )
     model = LlamaModel(
         path,
-        context=settings.context,
+        context=fit.context,
         threads=settings.threads,
         seed=settings.seed,
         sampling=owner(None),
         offload=plan(config) if offload is None else offload,
+        saved_bytes=fit.saved_bytes,
     )
     model.sampling = owner(model.architecture)  # the family's, once known
     return model
@@ -226,13 +268,14 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
+    fit = resolve_context(config, probed.metadata)
     path = model_path(config)
     tags_passed = tags_key(path)
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
     backend = read_backend()
     offload = plan(config, backend)
-    model = load_model(config, offload)
+    model = load_model(config, offload, fit)
     placed = placement(backend, offload, model.offloaded)
     log.info("event=model_placed %s", placed)
     chat_format, chosen = choose_dialect(config, model)
@@ -251,7 +294,7 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
         except OSError as exc:  # the next start checks again: slower, never weaker
             log.warning("event=tags_not_remembered %s", exc)
     detail = f"model {config.model.path or 'embedded'}, format {chat_format.name}; {placed}"
-    limits = turn_limits(config)
+    limits = turn_limits(config, fit.context)
     markers = tuple(m.text for m in model.markers)
     memory_socket = config.memory_socket
     memory = None
@@ -264,15 +307,26 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     )
 
 
-def turn_limits(config: LoopdConfig) -> TurnLimits:
-    """`[turn]` and `[model]`'s budgets, none past the context."""
-    context = config.model.context
+def turn_limits(config: LoopdConfig, context: int | None = None) -> TurnLimits:
+    """`[turn]` and `[model]`'s budgets, none past `context`: the one loopd resolved
+    (`resolve_context`); None: `[model] context` as set, which must then be a number
+    (ValueError for 0, which only the model's metadata turns into one). A result's and
+    a summary's budgets: 0 = an eighth of the context; never more than a quarter."""
+    if context is None:
+        context = config.model.context
+        if context == 0:
+            raise ValueError("[model] context = 0: give turn_limits the resolved context")
+    turn = config.turn
     return TurnLimits(
-        max_tool_calls=config.turn.max_tool_calls,
-        max_tokens=min(config.turn.max_tokens, context),
+        max_tool_calls=turn.max_tool_calls,
+        max_tokens=min(turn.max_tokens, context),
         reply_tokens=min(config.model.max_tokens, context),
         reasoning_tokens=min(config.model.reasoning_tokens, context),
-        result_tokens=min(config.turn.result_tokens or context // 8, context // 4),
+        result_tokens=min(turn.result_tokens or context // 8, context // 4),
+        context=context,
+        compact_at=turn.compact_at,
+        summary_tokens=min(turn.summary_tokens or context // 8, context // 4),
+        keep_turns=turn.keep_turns,
     )
 
 
@@ -371,7 +425,9 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     """The command `args` names, with `config`."""
     if args.command == "probe":
         probed = probe(config)
+        fit = resolve_context(config, probed.metadata)
         print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+        print(f"loopd: {fit.describe(config.model.memory_mib)}")
         if probed.placed:
             print(f"loopd: {probed.placed}")
         checked = check_marker_list(config)

@@ -6,7 +6,8 @@ load: no weights, seconds even for a 35B model) and prints. Without PATH it chec
 the model loopd.toml names (the embedded default unless `[model] path` is set); with
 PATH, that file as `[model] path` would have it. It starts nothing and
 writes nothing. One line per fact, `name: value`; a line loopd would refuse to
-start on reads `problem: ...` and ends with its runbook pointer. The facts:
+start on reads `problem: ...` and ends with its runbook pointer (or, for a key
+loopd.toml must change, names the key and what to set). The facts:
 
     model            the path
     architecture     general.architecture, and the trained context (<arch>.context_length)
@@ -20,6 +21,10 @@ start on reads `problem: ...` and ends with its runbook pointer. The facts:
     memory           the weights (the file's size) and the KV cache per 1,000 tokens of
                      context at `[model] kv_type`, counted over the layers that have one
                      (a hybrid model's recurrent layers hold a fixed state instead)
+    context          the context loopd would give the model from `[model] context` and
+                     `memory_mib` (`core.context_fit`: 0 = the trained context, bounded by
+                     what fits memory_mib), its KV cache and what is left for saved
+                     sessions; a context loopd would refuse is a problem
     placement        the backend (the build's GPU support, each GPU and its memory) and
                      the offload loopd would plan from loopd.toml (`core.offload`); a
                      refused combination of keys is a problem
@@ -36,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from boxmaker.core.chat_format import Role, Turn
+from boxmaker.core.context_fit import ContextFitError, fit_context, kv_bytes_per_token
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import KV_ELEMENT_BYTES, KvType
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt
 from boxmaker.core.template_sandbox import TemplateError
@@ -98,32 +103,6 @@ class VocabularyModel:
         raise RuntimeError("a vocabulary loaded alone cannot generate")
 
 
-def kv_bytes_per_token(metadata: dict[str, str], kv_type: KvType = "f16") -> float | None:
-    """The KV cache one token of context takes, over the layers with attention, its
-    elements of `kv_type` (`[model] kv_type`)."""
-    arch = metadata.get("general.architecture", "")
-
-    def number(key: str) -> int | None:
-        value = metadata.get(f"{arch}.{key}")
-        try:
-            return int(value) if value is not None else None
-        except ValueError:
-            return None
-
-    layers = number("block_count")
-    heads = number("attention.head_count")
-    kv_heads = number("attention.head_count_kv") or heads
-    embedding = number("embedding_length")
-    key = number("attention.key_length") or (embedding // heads if embedding and heads else None)
-    value = number("attention.value_length") or key
-    if not layers or not kv_heads or not key or not value:
-        return None
-    interval = number("full_attention_interval")
-    if interval:  # hybrid: one attention layer in every `interval`
-        layers = layers // interval
-    return layers * kv_heads * (key + value) * KV_ELEMENT_BYTES[kv_type]
-
-
 def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
     """The report's lines, and whether loopd would start on the file."""
     model = VocabularyModel(path)
@@ -165,6 +144,15 @@ def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
         f"memory: weights {size / 2**20:.0f} MiB, KV cache ({config.model.kv_type}) "
         f"{per_thousand} per 1,000 tokens"
     )
+    settings = config.model
+    try:
+        fit = fit_context(
+            meta, context=settings.context, memory_mib=settings.memory_mib, kv_type=settings.kv_type
+        )
+        lines.append(f"context: {fit.describe(settings.memory_mib)}")
+    except ContextFitError as exc:
+        lines.append(f"problem: {exc}")
+        ok = False
     try:
         lines.append(f"placement: {placement_plan(config)}")
     except StartupError as exc:

@@ -1,10 +1,12 @@
 """The model probe: load the model and generate a few tokens in a child process.
 
-I/O: runs `python -m boxmaker.loopd.probe MODEL THREADS CONTEXT OFFLOAD` as a child
-process (and, as that child, loads the model with llama-cpp-python, with the
-context and the offload loopd will use, and generates). A
-llama-cpp-python build compiled for another CPU dies with SIGILL (or SIGSEGV)
-at the model's first matrix multiply, and a broken model file can do the same.
+I/O: runs `python -m boxmaker.loopd.probe MODEL THREADS CONTEXT MEMORY_MIB OFFLOAD` as
+a child process (and, as that child, reads the model's metadata with llama-cpp-python,
+its vocabulary loaded alone; resolves the context from it and `[model] context` and
+`memory_mib` as loopd does, `boxmaker.core.context_fit`; loads the model at that
+context with the offload loopd will use, and generates). A llama-cpp-python build
+compiled for another CPU dies with SIGILL (or SIGSEGV) at the model's first matrix
+multiply, and a broken model file can do the same.
 In loopd's own process that is a crash that hides: supervisord restarts loopd
 and restarts it again, and the log holds nothing but the restarts. In a child,
 the parent sees the signal and says so in one line, with the runbook pointer;
@@ -18,23 +20,31 @@ Outcomes, each one line:
     the child printed 0 tokens                   produced nothing
     the child exited non-zero, its log saying    does not fit: what to lower
       an allocation failed (device or host)        (runbook.md#loopd-model-too-big)
+    the child exited REFUSED (3)                 the context cannot be honoured: the
+                                                   child's `refused: ` line, naming the
+                                                   key (before any weight is loaded)
     the child exited non-zero, or timed out      could not run (its last line)
 
-The child also prints where the model went (`placed: ` and the backend, the
-offload settings and llama.cpp's count of layers offloaded), which `loopd probe`
-shows.
+The child prints the metadata it read first (`metadata: ` and a JSON object of its
+keys, less the vocabulary's `tokenizer.*`): loopd resolves the context from it (and
+remembers it with a passed probe), so nothing of llama.cpp runs in loopd's own
+process before a probe passed. It also prints where the model went (`placed: ` and
+the backend, the offload settings and llama.cpp's count of layers offloaded), which
+`loopd probe` shows.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.context_fit import ContextFitError, fit_context
 from boxmaker.core.offload import Offload, does_not_fit, too_big
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.placement import PLACED, from_argument, placement_line, to_argument
@@ -43,6 +53,9 @@ PROBE_TOKENS = 4
 PROBE_CONTEXT = 256
 PROBE_TIMEOUT_S = 300.0
 POINTER = Runbook.LOOPD_MODEL_CRASHED.pointer
+METADATA = "metadata: "  # the child's first line: the model's metadata as JSON
+REFUSED = 3  # the child's exit status for a context it cannot honour
+REFUSAL = "refused: "  # the child's stderr line that says why
 _WHY = {
     signal.SIGILL: "an illegal instruction: this llama-cpp-python build uses CPU"
     " instructions this host lacks; rebuild it with scripts/build-llama-cpp",
@@ -59,9 +72,14 @@ class ProbeResult:
     seconds: float
     problem: str | None  # one line, ending with the runbook pointer; None when it works
     placed: str = ""  # where the model went, as the child said ("" when it did not)
+    # the model's metadata as the child read it (None: it printed none)
+    metadata: Mapping[str, str] | None = None
 
 
-def probe_command(model: Path, threads: int, context: int, offload: Offload) -> list[str]:
+def probe_command(
+    model: Path, threads: int, context: int, memory_mib: int, offload: Offload
+) -> list[str]:
+    """The child's command line: `context` and `memory_mib` as loopd.toml sets them."""
     return [
         sys.executable,
         "-m",
@@ -69,6 +87,7 @@ def probe_command(model: Path, threads: int, context: int, offload: Offload) -> 
         str(model),
         str(threads),
         str(context),
+        str(memory_mib),
         to_argument(offload),
     ]
 
@@ -89,6 +108,12 @@ def run_probe(command: Sequence[str], timeout_s: float = PROBE_TIMEOUT_S) -> Pro
 
 def judge(status: int, stdout: str, stderr: str, seconds: float) -> ProbeResult:
     """What a probe child's exit status and output mean (pure)."""
+    lines = stdout.strip().splitlines()
+    metadata = metadata_line(lines)
+    if status == REFUSED:
+        said = [line[len(REFUSAL) :] for line in stderr.splitlines() if line.startswith(REFUSAL)]
+        refusal = _one_line(said[-1]) if said else f"the model probe refused its context; {POINTER}"
+        return ProbeResult(0, seconds, refusal, metadata=metadata)
     if status < 0:
         try:
             name = signal.Signals(-status).name
@@ -105,7 +130,6 @@ def judge(status: int, stdout: str, stderr: str, seconds: float) -> ProbeResult:
         detail = f": {_one_line(last)}" if last else ""
         problem = f"the model could not be loaded or run (exit status {status}){detail}"
         return ProbeResult(0, seconds, f"{problem}; {POINTER}")
-    lines = stdout.strip().splitlines()
     placed = placement_line(lines)
     try:
         tokens = int(lines[-1])
@@ -113,25 +137,54 @@ def judge(status: int, stdout: str, stderr: str, seconds: float) -> ProbeResult:
         return ProbeResult(0, seconds, f"the model probe printed no token count; {POINTER}")
     if tokens <= 0:
         return ProbeResult(0, seconds, f"the model produced no tokens; {POINTER}", placed)
-    return ProbeResult(tokens, seconds, None, placed)
+    return ProbeResult(tokens, seconds, None, placed, metadata)
+
+
+def metadata_line(stdout_lines: Sequence[str]) -> dict[str, str] | None:
+    """The metadata the child printed (its METADATA line); None when it printed none
+    that parses as a JSON object of text values."""
+    for line in stdout_lines:
+        if line.startswith(METADATA):
+            try:
+                data = json.loads(line[len(METADATA) :])
+            except ValueError:
+                return None
+            if isinstance(data, dict) and all(isinstance(v, str) for v in data.values()):
+                return {str(k): v for k, v in data.items()}
+            return None
+    return None
 
 
 def _one_line(text: str) -> str:
     return "".join(ch for ch in text if ch.isprintable())[:300]
 
 
-def child(model: Path, threads: int, context: int, offload: Offload) -> int:
-    """The probe itself, in the child: load `model` as loopd will (its context and
-    offload: a model that does not fit fails here), generate, print where it went and
-    how many tokens."""
+def child(model: Path, threads: int, context: int, memory_mib: int, offload: Offload) -> int:
+    """The probe itself, in the child: read `model`'s metadata and print it, resolve the
+    context as loopd will (REFUSED, its one line on stderr, when it cannot be honoured),
+    load `model` at it with the offload (a model that does not fit fails here),
+    generate, print where it went and how many tokens."""
+    import llama_cpp
+
     from boxmaker.loopd.backend import read_backend
     from boxmaker.loopd.model import LlamaModel, Sampling
     from boxmaker.loopd.placement import placement
 
+    vocabulary = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+    metadata = {
+        str(k): str(v) for k, v in vocabulary.metadata.items() if not k.startswith("tokenizer.")
+    }
+    del vocabulary
+    print(METADATA + json.dumps(metadata, sort_keys=True), flush=True)
+    try:
+        fit = fit_context(metadata, context=context, memory_mib=memory_mib, kv_type=offload.kv_type)
+    except ContextFitError as exc:
+        print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
+        return REFUSED
     backend = read_backend()
     llm = LlamaModel(
         model,
-        context=max(context, PROBE_CONTEXT),
+        context=max(fit.context, PROBE_CONTEXT),
         threads=threads,
         seed=1,
         sampling=Sampling(temperature=0.0),
@@ -148,5 +201,11 @@ def child(model: Path, threads: int, context: int, offload: Offload) -> int:
 
 if __name__ == "__main__":
     sys.exit(
-        child(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), from_argument(sys.argv[4]))
+        child(
+            Path(sys.argv[1]),
+            int(sys.argv[2]),
+            int(sys.argv[3]),
+            int(sys.argv[4]),
+            from_argument(sys.argv[5]),
+        )
     )

@@ -15,6 +15,13 @@ SHA-256 over them):
     the model file (real path, size, mtime, inode)
     the CPU (/proc/cpuinfo's model name and flags)
     the thread count
+    the load settings: `[model] context` and `memory_mib` as set, and the offload
+    the bytes of `core/context_fit.py`, which turns those and the model's metadata
+      into the context the probe loaded (so the same key is the same context)
+
+A passed probe's record also holds the model's metadata as the child read it (the
+vocabulary's `tokenizer.*` keys left out), so a start that skips the probe resolves
+the context from it without reading the file in loopd's own process.
 
 The marker self-test's answer depends on the model file, the llama.cpp build
 (its tokenizer) and boxmaker's own code that lists and disarms markers, so its
@@ -39,6 +46,7 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from boxmaker.core.layout import Home
@@ -46,9 +54,10 @@ from boxmaker.ipc.files import write_atomic
 
 RECORD = "probe-passed.json"
 TAGS_RECORD = "tags-passed.json"
-VERSION = "probe-key-1"
+VERSION = "probe-key-2"
 TAGS_VERSION = "tags-key-1"
 TAGS_CODE = ("boxmaker.loopd.markers", "boxmaker.core.sanitize.tags", "boxmaker.core.chat_format")
+PROBE_CODE = ("boxmaker.core.context_fit",)
 
 
 def record_path(home: Path, record: str = RECORD) -> Path:
@@ -59,24 +68,18 @@ def tags_key(model: Path) -> str:
     """The key of a marker self-test of `model` with this build and this code."""
     parts = [TAGS_VERSION, *(_stat_line(path) for path in _libraries())]
     parts.append(_stat_line(Path(os.path.realpath(model))))
-    for module in TAGS_CODE:
-        try:
-            spec = importlib.util.find_spec(module)
-        except ModuleNotFoundError:
-            spec = None
-        origin = spec.origin if spec is not None else None
-        data = Path(origin).read_bytes() if origin else b"missing"
-        parts.append(f"{module} {hashlib.sha256(data).hexdigest()}")
+    parts += _code(TAGS_CODE)
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def probe_key(model: Path, threads: int, settings: str = "") -> str:
     """The key of a probe of `model` with `threads` and the load `settings` (context and
-    offload, as text) on this host, as it is now."""
+    memory_mib as set, and the offload, as text) on this host, as it is now."""
     parts = [VERSION, os.path.realpath(sys.executable), f"threads={threads}", settings]
     parts += [_stat_line(path) for path in _libraries()]
     parts.append(_stat_line(Path(os.path.realpath(model))))
     parts += _cpu()
+    parts += _code(PROBE_CODE)
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -94,11 +97,36 @@ def remembered(home: Path, key: str, record: str = RECORD) -> tuple[int, float] 
     return tokens, float(seconds)
 
 
-def remember(home: Path, key: str, tokens: int, seconds: float, record: str = RECORD) -> None:
-    """Record a passed check under `key` (OSError if the record cannot be written)."""
+def remembered_metadata(home: Path, key: str) -> dict[str, str] | None:
+    """The model's metadata a passed probe recorded under `key`; None if none is (no
+    record for the key, or one without metadata)."""
+    if remembered(home, key) is None:
+        return None
+    try:
+        data = json.loads(record_path(home).read_bytes())
+    except (OSError, ValueError):
+        return None
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        return None
+    return {str(k): v for k, v in metadata.items()}
+
+
+def remember(
+    home: Path,
+    key: str,
+    tokens: int,
+    seconds: float,
+    record: str = RECORD,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Record a passed check under `key`, with the model's `metadata` where given
+    (OSError if the record cannot be written)."""
     path = record_path(home, record)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    data = {"key": key, "tokens": tokens, "seconds": round(seconds, 3)}
+    data: dict[str, object] = {"key": key, "tokens": tokens, "seconds": round(seconds, 3)}
+    if metadata is not None:
+        data["metadata"] = dict(metadata)
     write_atomic(path, json.dumps(data, sort_keys=True).encode() + b"\n")
 
 
@@ -110,6 +138,20 @@ def _libraries() -> list[Path]:
     for location in spec.submodule_search_locations:
         found += [p for p in Path(location).rglob("*.so*") if p.is_file()]
     return sorted(found)
+
+
+def _code(modules: Sequence[str]) -> list[str]:
+    """A line per module of boxmaker's own: its name and the sha256 of its bytes."""
+    lines = []
+    for module in modules:
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            spec = None
+        origin = spec.origin if spec is not None else None
+        data = Path(origin).read_bytes() if origin else b"missing"
+        lines.append(f"{module} {hashlib.sha256(data).hexdigest()}")
+    return lines
 
 
 def _stat_line(path: Path) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from boxmaker.loopd.model_check import kv_bytes_per_token
+from boxmaker.core.context_fit import kv_bytes_per_token
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.tiny_gguf import read_vocabulary, write_tiny_model
 
@@ -31,6 +31,7 @@ FACTS = (
     "markers:",
     "prompt:",
     "memory:",
+    "context:",
     "placement:",
 )
 
@@ -78,6 +79,10 @@ def test_the_embedded_model_passes_with_every_line(tmp_path: Path) -> None:
     assert "architecture: gemma3" in done.stdout
     assert "the gemma format (no template)" in done.stdout
     assert "marker self-test passed" in done.stdout
+    assert (
+        "context: context=32768 trained=32768 kv_mib=576 memory_mib=4096 saved_mib=3520 "
+        "(the trained context; its KV cache fits memory_mib)"
+    ) in lines
     # this machine's build has no GPU backend: the CPU, and what loopd would set
     assert "placement: backend CPU (this build has no GPU backend); gpu_layers none" in done.stdout
 
@@ -100,6 +105,25 @@ def test_a_small_qwen_model_passes_on_its_own_template(
     assert syntax in done.stdout
     assert reasoning in done.stdout + "\n"
     assert "marker self-test passed" in done.stdout
+    # a KV cache of 1 MiB (qwen3) or 0.5 (qwen35moe: 1 attention layer of 4) at 4,096
+    assert (
+        "context: context=4096 trained=4096 kv_mib=1 memory_mib=4096 saved_mib=4095 "
+        "(the trained context; its KV cache fits memory_mib)"
+    ) in done.stdout.splitlines()
+
+
+def test_a_context_past_the_trained_one_is_a_problem_naming_the_key(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    config = tmp_path / "loopd.toml"
+    config.write_text(tomli_w.dumps({"model": {"context": 8192}}))
+    done = check(models["qwen3"], "--config", config)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert problem == (
+        "problem: [model] context = 8192 is more than the model's trained context (4096 "
+        "tokens): set it to 4096 or less, or to 0 for what fits"
+    )
 
 
 def test_a_template_that_raises_is_refused_with_its_pointer(models: dict[str, Path]) -> None:

@@ -160,6 +160,7 @@ def test_the_models_own_output_is_logged_as_it_wrote_it(place: Place) -> None:
         "type": "model",
         "text": reply,
         "ids": model.tokenize(reply, special=False),
+        "prompt": len(model.prompts[0]),
     }
 
 

@@ -1,0 +1,346 @@
+"""loopd.toml's context keys and the turn's budgets: `[model] context` (0 = what fits) and
+`memory_mib`, `[turn] compact_at`, `summary_tokens` and `keep_turns`, validated in
+`boxmaker.loopd.config`, resolved at start (`main.resolve_context`, `core.context_fit`)
+from the metadata the probe child read (`loopd.probe`; remembered with a passed probe,
+`loopd.probe_cache`), and handed to the turn loop (`main.turn_limits`) and to the model
+(`main.load_model`).
+
+The real pieces, where a test needs them: the embedded model's file (its metadata, read
+as loopd reads it, the vocabulary loaded alone), a full load of it, and `loopd probe`
+as a real process, refusing a context before any weight loads, or saying the one it
+chose. I/O: temporary homes and loopd.toml files, the embedded model, child processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from boxmaker.core.errors import ConfigError, StartupError
+from boxmaker.loopd import main, probe_cache
+from boxmaker.loopd.config import LoopdConfig, load_config
+from boxmaker.loopd.main import load_model, resolve_context, turn_limits
+from boxmaker.loopd.model import CPU_ONLY, embedded_model_path
+from boxmaker.loopd.placement import from_argument
+from boxmaker.loopd.probe import METADATA, REFUSED, ProbeResult, judge, probe_command
+from boxmaker.loopd.probe_cache import record_path, remember, remembered_metadata
+from boxmaker.testing.llama import require_llama_cpp
+
+MIB = 1024 * 1024
+LOOPD = Path(sys.executable).with_name("loopd")
+GEMMA3_270M = {  # the embedded model's, as llama.cpp gives them
+    "general.architecture": "gemma3",
+    "gemma3.context_length": "32768",
+    "gemma3.block_count": "18",
+    "gemma3.attention.head_count": "4",
+    "gemma3.attention.head_count_kv": "1",
+    "gemma3.attention.key_length": "256",
+    "gemma3.attention.value_length": "256",
+}
+
+
+def config_of(tmp_path: Path, settings: dict[str, Any]) -> LoopdConfig:
+    path = tmp_path / "loopd.toml"
+    path.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}, **settings}))
+    return load_config(path, {})
+
+
+def test_the_defaults() -> None:
+    config = load_config(None, {})
+    assert (config.model.context, config.model.memory_mib) == (0, 4096)
+    turn = config.turn
+    assert (turn.compact_at, turn.summary_tokens, turn.keep_turns) == (0.85, 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "said"),
+    [
+        ("[model]\ncontext = 255", "model.context", "give 0 (the model's trained context"),
+        ("[model]\ncontext = 1", "model.context", "or at least 256"),
+        ("[model]\ncontext = -256", "model.context", "or at least 256"),
+        ('[model]\ncontext = "auto"', "model.context", "integer"),
+        ("[model]\nmemory_mib = 0", "model.memory_mib", "greater than or equal to 1"),
+        ("[turn]\ncompact_at = 0", "turn.compact_at", "greater than 0"),
+        ("[turn]\ncompact_at = 1.01", "turn.compact_at", "less than or equal to 1"),
+        ("[turn]\nsummary_tokens = -1", "turn.summary_tokens", "greater than or equal to 0"),
+        ("[turn]\nkeep_turns = 0", "turn.keep_turns", "greater than or equal to 1"),
+    ],
+    ids=[
+        "context-255",
+        "context-1",
+        "context-negative",
+        "context-text",
+        "memory-0",
+        "compact-at-0",
+        "compact-at-past-1",
+        "summary-negative",
+        "keep-no-turns",
+    ],
+)
+def test_a_key_out_of_bounds_is_a_config_error_naming_it(
+    tmp_path: Path, body: str, key: str, said: str
+) -> None:
+    path = tmp_path / "loopd.toml"
+    path.write_text(body + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, {})
+    assert f"`{key}`" in str(raised.value)
+    assert said in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "turn"),
+    [
+        ({"context": 0}, {"compact_at": 1.0}),
+        ({"context": 256, "memory_mib": 1}, {"compact_at": 0.01, "keep_turns": 1}),
+        ({"context": 262144}, {"summary_tokens": 0}),
+    ],
+    ids=["zero-and-all-of-it", "the-smallest", "large"],
+)
+def test_the_bounds_accept_what_they_name(
+    tmp_path: Path, model: dict[str, Any], turn: dict[str, Any]
+) -> None:
+    config = config_of(tmp_path, {"model": model, "turn": turn})
+    assert config.model.model_dump(include=set(model)) == model
+    assert config.turn.model_dump(include=set(turn)) == turn
+
+
+# turn_limits: every budget from the resolved context
+
+
+@pytest.mark.parametrize(
+    ("turn", "context", "summary", "result"),
+    [
+        ({}, 32768, 4096, 4096),
+        ({"summary_tokens": 300, "result_tokens": 200}, 32768, 300, 200),
+        ({"summary_tokens": 50_000}, 32768, 8192, 4096),
+        ({}, 4096, 512, 512),
+    ],
+    ids=["an-eighth-by-default", "as-set", "never-past-a-quarter", "a-smaller-context"],
+)
+def test_turn_limits_follow_the_resolved_context(
+    tmp_path: Path, turn: dict[str, Any], context: int, summary: int, result: int
+) -> None:
+    config = config_of(tmp_path, {"turn": turn})  # [model] context = 0: resolved by loopd
+    limits = turn_limits(config, context)
+    assert limits.context == context
+    assert (limits.summary_tokens, limits.result_tokens) == (summary, result)
+    assert limits.max_tokens == min(65_536, context)
+    assert limits.reply_tokens == min(16_384, context)
+
+
+def test_turn_limits_pass_the_compaction_keys(tmp_path: Path) -> None:
+    config = config_of(tmp_path, {"turn": {"compact_at": 0.5, "keep_turns": 5}})
+    limits = turn_limits(config, 8192)
+    assert (limits.compact_at, limits.keep_turns) == (0.5, 5)
+
+
+def test_turn_limits_without_a_resolved_context(tmp_path: Path) -> None:
+    assert turn_limits(config_of(tmp_path, {"model": {"context": 8192}})).context == 8192
+    with pytest.raises(ValueError, match="resolved context"):
+        turn_limits(config_of(tmp_path, {}))  # context = 0: only the metadata says
+
+
+# resolve_context: the one log line, or the refusal naming the key
+
+
+def test_the_context_is_said_at_start_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="loopd")
+    fit = resolve_context(config_of(tmp_path, {"model": {"memory_mib": 100}}), GEMMA3_270M)
+    assert (fit.context, fit.saved_bytes) == (5632, 100 * MIB - 5632 * 18432)
+    assert [r.getMessage() for r in caplog.records if "event=context" in r.getMessage()] == [
+        "event=context context=5632 trained=32768 kv_mib=99 memory_mib=100 saved_mib=1 "
+        "(what fits memory_mib; the trained context is 32768)"
+    ]
+
+
+def test_metadata_without_the_counts_is_said_in_the_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="loopd")
+    metadata = {"general.architecture": "gemma3", "gemma3.context_length": "8192"}
+    assert resolve_context(config_of(tmp_path, {}), metadata).context == 8192
+    (line,) = [r.getMessage() for r in caplog.records if "event=context" in r.getMessage()]
+    assert "kv_mib=unknown" in line
+    assert "the metadata lacks the layer and head counts" in line
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            {"context": 40960},
+            "[model] context = 40960 is more than the model's trained context (32768 tokens):"
+            " set it to 32768 or less, or to 0 for what fits",
+        ),
+        (
+            {"context": 32768, "memory_mib": 512, "kv_type": "q8_0"},
+            None,  # 306 MiB at q8_0: fits
+        ),
+        (
+            {"context": 32768, "memory_mib": 512},
+            "[model] context = 32768 needs 576 MiB of KV cache at kv_type f16, more than "
+            "[model] memory_mib = 512: set memory_mib to 576 or more, or [model] context to "
+            "28928 or less (0: what fits)",
+        ),
+    ],
+    ids=["past-trained", "quantized-fits", "past-memory"],
+)
+def test_a_context_loopd_cannot_honour_stops_it_in_one_line(
+    tmp_path: Path, model: dict[str, Any], message: str | None
+) -> None:
+    config = config_of(tmp_path, {"model": model})
+    if message is None:
+        assert resolve_context(config, GEMMA3_270M).context == model["context"]
+        return
+    with pytest.raises(StartupError) as raised:
+        resolve_context(config, GEMMA3_270M)
+    assert str(raised.value) == message
+
+
+# the probe child reads the metadata, and resolves the context before it loads
+
+
+def test_the_child_is_given_the_context_as_set_and_the_memory() -> None:
+    command = probe_command(Path("/m.gguf"), 2, 0, 4096, CPU_ONLY)
+    assert command[-5:-1] == ["/m.gguf", "2", "0", "4096"]
+    assert from_argument(command[-1]) == CPU_ONLY
+
+
+def test_the_childs_metadata_and_refusal_are_read_back() -> None:
+    line = METADATA + '{"general.architecture": "gemma3", "gemma3.context_length": "32768"}'
+    passed = judge(0, f"{line}\nplaced: CPU\n4\n", "", 1.0)
+    assert passed.problem is None
+    assert passed.metadata == {"general.architecture": "gemma3", "gemma3.context_length": "32768"}
+    refusal = "[model] context = 65536 is more than the model's trained context (32768 tokens)"
+    refused = judge(REFUSED, f"{line}\n", f"llama noise\nrefused: {refusal}\n", 1.0)
+    assert refused.problem == refusal  # as the child said it: no other words around it
+    assert refused.tokens == 0
+    assert judge(0, METADATA + "[1]\n4\n", "", 1.0).metadata is None  # not an object
+    assert judge(0, "4\n", "", 1.0).metadata is None
+
+
+def test_a_passed_probe_keeps_the_metadata_for_the_next_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    remember(home, "k", 4, 0.5, metadata=GEMMA3_270M)
+    assert remembered_metadata(home, "k") == GEMMA3_270M
+    assert remembered_metadata(home, "other") is None
+    remember(home, "k", 4, 0.5)
+    assert remembered_metadata(home, "k") is None
+
+
+def test_serve_resolves_from_the_remembered_metadata_and_probes_again_for_new_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)  # never read here: the child's metadata stands
+    lib = tmp_path / "libllama.so"
+    lib.write_bytes(b"\x7fELF one build")
+    monkeypatch.setattr(probe_cache, "_libraries", lambda: [lib])
+    children: list[list[str]] = []
+
+    def run_probe(command: list[str], timeout_s: float = 0) -> ProbeResult:
+        children.append(command)
+        return ProbeResult(4, 0.5, None, metadata=GEMMA3_270M)
+
+    monkeypatch.setattr(main, "run_probe", run_probe)
+    config = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 100}})
+    main.probe(config, again=False)
+    remembered = main.probe(config, again=False)
+    assert len(children) == 1
+    assert resolve_context(config, remembered.metadata).context == 5632
+    other = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 200}})
+    main.probe(other, again=False)  # another memory_mib may be another context
+    assert len(children) == 2
+    monkeypatch.setattr(probe_cache, "PROBE_CODE", ("boxmaker.core.offload",))
+    main.probe(other, again=False)  # other rules of what fits: probe again
+    assert len(children) == 3
+
+
+# the real file
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_llama_cpp("the context tests on the embedded model")
+    return embedded_model_path(tmp_path_factory.mktemp("context-home"))
+
+
+def with_model(tmp_path: Path, embedded: Path, model: dict[str, Any]) -> LoopdConfig:
+    return config_of(tmp_path, {"model": {"path": str(embedded), "threads": 1, **model}})
+
+
+@pytest.mark.model
+def test_the_embedded_model_gets_its_trained_context_from_its_own_file(
+    tmp_path: Path, embedded: Path
+) -> None:
+    fit = resolve_context(with_model(tmp_path, embedded, {}))  # read from the file
+    assert (fit.context, fit.trained, fit.kv_bytes_per_token) == (32768, 32768, 18432)
+    assert (fit.kv_bytes, fit.saved_bytes) == (576 * MIB, 3520 * MIB)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_model_is_loaded_at_the_resolved_context_with_the_rest_for_saved_sessions(
+    tmp_path: Path, embedded: Path
+) -> None:
+    config = with_model(tmp_path, embedded, {"memory_mib": 20})  # 20 MiB: 1,024 tokens
+    model = load_model(config)
+    assert model._llm.n_ctx() == 1024
+    assert model.saved_bytes == 20 * MIB - 1024 * 18432
+
+
+def loopd_probe(tmp_path: Path, model: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "loopd.toml"
+    config.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}, "model": model}))
+    return subprocess.run(
+        [str(LOOPD), "probe", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_loopd_probe_says_the_context_it_chose_and_remembers_the_metadata(
+    tmp_path: Path, embedded: Path
+) -> None:
+    done = loopd_probe(tmp_path, {"path": str(embedded), "threads": 1, "memory_mib": 20})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "loopd: context=1024 trained=32768 kv_mib=18 memory_mib=20 saved_mib=2 "
+        "(what fits memory_mib; the trained context is 32768)"
+    ) in done.stdout.splitlines()
+    (line,) = [line for line in done.stderr.splitlines() if "event=context" in line]
+    assert line.endswith(
+        "event=context context=1024 trained=32768 kv_mib=18 memory_mib=20 "
+        "saved_mib=2 (what fits memory_mib; the trained context is 32768)"
+    )
+    record = json.loads(record_path(tmp_path / "home").read_text())
+    assert record["metadata"]["gemma3.context_length"] == "32768"
+    assert not any(key.startswith("tokenizer.") for key in record["metadata"])
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_loopd_probe_refuses_a_context_past_the_trained_one_before_it_loads(
+    tmp_path: Path, embedded: Path
+) -> None:
+    done = loopd_probe(tmp_path, {"path": str(embedded), "context": 65536})
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = "[model] context = 65536 is more than the model's trained context (32768 tokens)"
+    assert len([line for line in done.stderr.splitlines() if said in line]) == 1, done.stderr
+    assert "the model answered" not in done.stdout
+    assert not record_path(tmp_path / "home").exists()  # no probe ran, none passed
