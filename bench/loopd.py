@@ -60,6 +60,18 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   EVAL_TOKENS, times the tokens of the neutralised text. A token near the start
   of a context is the cheapest to evaluate (attention grows with position), so
   this understates evaluating and the ratio is an upper bound.
+- a switch of sessions through loopd's `LlamaModel` (`_switch_to`, timed around it
+  under the model's lock: saving the session the context holds, as llama.cpp's
+  state of its sequence, and putting the other's back) over llama-cpp-python's own
+  switch of the same sessions, `Llama.save_state()` of the one held and
+  `Llama.load_state()` of the other's (taken as loopd's context held it). Two
+  sessions of SWITCH_TOKENS tokens each (the code-work corpus, as above), each
+  round from the same state, each side first in turn; the median of SWITCH_ROUNDS
+  rounds of each counts; at most 1.2 (issue 27). The session switched back to then
+  takes a turn, which must evaluate only what was added. Also printed, not judged:
+  the bytes each saved session holds, loopd's (`LlamaModel.saved_sizes`) and a
+  `LlamaState`'s (its llama.cpp state, its copy of `scores`, its `input_ids`).
+  `--only switch` runs this part alone, on a freshly loaded model.
 
 loopd runs in this process (the turn loop and the LoopServer on a real Unix
 socket, `boxmaker.testing.daemons`); the client, `boxmaker.ipc.client`, is this
@@ -85,13 +97,21 @@ from boxmaker.core.messages import ContentEvent, ReasoningEvent, Turn, TurnDone,
 from boxmaker.core.reply_stream import streamable
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
 from boxmaker.ipc import client
-from boxmaker.loopd.config import load_config
+from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.main import load_model
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
+from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import start_loopd
-from boxmaker.testing.raw_llama import first_token, next_prompt, raw_rate_of, turn
+from boxmaker.testing.raw_llama import (
+    first_token,
+    next_prompt,
+    raw_rate_of,
+    raw_state_bytes,
+    raw_switch,
+    turn,
+)
 from boxmaker.testing.recording_model import RecordingModel
 
 SEED = 20261130
@@ -111,6 +131,11 @@ NEUTRALISE_ROUNDS = 20
 EVAL_TOKENS = 1024
 EVAL_ROUNDS = 2
 NEUTRALISE_LIMIT = 0.05
+SWITCH_TOKENS = 1500  # each session's
+SWITCH_ROUNDS = 8
+SWITCH_ADDED = 8  # tokens the resumed session's turn adds
+SWITCH_LIMIT = 1.2
+MIB = 1024 * 1024
 PROMPTS = [
     "Tell me a short story about a lighthouse keeper.",
     "Describe the sea on a stormy night.",
@@ -190,21 +215,131 @@ def eval_time(llm: Any, tokens: list[int]) -> float:
     return took
 
 
+def loopd_switch(llama: LlamaModel, session: str) -> float:
+    """Seconds for loopd's own switch of the context to `session` (`_switch_to`, under
+    the model's lock, as a turn makes it)."""
+    with llama._lock:
+        start = time.perf_counter()
+        llama._switch_to(session)
+        return time.perf_counter() - start
+
+
+def switch_part(llama: LlamaModel) -> list[str]:
+    """Time switches of sessions through loopd and through llama-cpp-python's own
+    save_state and load_state, print the figures and the bytes each saved session
+    holds; what was outside its limit (one line each)."""
+    llm = llama._llm
+    ids = llama.tokenize(tool_result(()), special=False)
+    if len(ids) < 2 * SWITCH_TOKENS + SWITCH_ADDED:
+        raise SystemExit("the code-work corpus is too short for two sessions")
+    prompts = {
+        "switch-a": ids[:SWITCH_TOKENS],
+        "switch-b": ids[SWITCH_TOKENS : 2 * SWITCH_TOKENS],
+    }
+    added = ids[2 * SWITCH_TOKENS : 2 * SWITCH_TOKENS + SWITCH_ADDED]
+    for session, prompt in prompts.items():  # the context holds switch-b, switch-a saved
+        llama.generate(session, prompt, max_tokens=1, stop=set(), on_text=lambda _: None)
+    llama.on_model_thread(partial(loopd_switch, llama, "switch-a"))
+    raw_a = llama.on_model_thread(llm.save_state)  # switch-a as loopd's context holds it
+    llama.on_model_thread(partial(loopd_switch, llama, "switch-b"))
+    if "switch-a" not in llama.saved_sizes():
+        raise SystemExit(
+            f"loopd kept no saved session of {SWITCH_TOKENS} tokens "
+            f"(saved_bytes {llama.saved_bytes}): nothing to switch back to"
+        )
+    loopd_times: list[float] = []
+    raw_times: list[float] = []
+    for n in range(SWITCH_ROUNDS):
+        # each side switches from switch-b to switch-a, timed, and back, untimed
+        for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
+            if side == "loopd":
+                loopd_times.append(llama.on_model_thread(partial(loopd_switch, llama, "switch-a")))
+                llama.on_model_thread(partial(loopd_switch, llama, "switch-b"))
+                continue
+            took, raw_b = llama.on_model_thread(partial(raw_switch, llm, raw_a))
+            raw_times.append(took)
+            llama.on_model_thread(partial(llm.load_state, raw_b))
+            del raw_b
+    sizes = llama.saved_sizes()
+    resumed = llama.generate(
+        "switch-a", prompts["switch-a"] + added, max_tokens=1, stop=set(), on_text=lambda _: None
+    )
+    if resumed.evaluated > SWITCH_ADDED + 1:
+        raise SystemExit(
+            f"the session switched back to evaluated {resumed.evaluated} tokens, "
+            f"not the {SWITCH_ADDED} added: its prefix was not kept"
+        )
+    loopd_switched = statistics.median(loopd_times)
+    raw_switched = statistics.median(raw_times)
+    ratio = loopd_switched / raw_switched
+    cells, scores, input_ids = raw_state_bytes(raw_a)
+    raw_bytes = cells + scores + input_ids
+    print(
+        f"switching sessions: two of {SWITCH_TOKENS} tokens, from one to the other (saving "
+        f"the one held, putting the other back), {SWITCH_ROUNDS} rounds each side first in "
+        "turn; the median of each"
+    )
+    print(
+        f"  llama-cpp-python save_state() + load_state(): {raw_switched * 1000:8.1f} ms (the limit)"
+    )
+    print(
+        f"  through loopd (LlamaModel._switch_to):        {loopd_switched * 1000:8.1f} ms"
+        f"  ratio {ratio:.3f} (at most {SWITCH_LIMIT})"
+    )
+    print(
+        f"  the fastest of each: {min(raw_times) * 1000:.1f} and {min(loopd_times) * 1000:.1f} "
+        f"ms; the session switched back to evaluated {resumed.evaluated} of "
+        f"{resumed.prompt_tokens} prompt tokens (printed, not judged)"
+    )
+    for session, size in sizes.items():
+        print(
+            f"  memory of a saved session ({session}): loopd {size:,} bytes "
+            f"({size / MIB:.1f} MiB); llama-cpp-python's LlamaState {raw_bytes:,} bytes "
+            f"({raw_bytes / MIB:.1f} MiB: llama.cpp state {cells:,}, scores {scores:,}, "
+            f"input_ids {input_ids:,}) (printed, not judged)"
+        )
+    if ratio > SWITCH_LIMIT:
+        return [f"session-switch ratio {ratio:.3f} > {SWITCH_LIMIT}"]
+    return []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=None, help="where work files go")
+    parser.add_argument(
+        "--only",
+        choices=["switch"],
+        default=None,
+        help="run one part alone (switch: the switch of sessions)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bx-bench-", dir=args.dir) as work:
+        if args.only == "switch":
+            return run_switch(Path(work))
         return run(Path(work))
 
 
-def run(work: Path) -> int:
+def bench_config(work: Path) -> LoopdConfig:
+    """loopd.toml's defaults on a home under `work`, with the bench's seed and context."""
     home = work / "home"
     home.mkdir()
     config = load_config(None, {"BOXMAKER_HOME": str(home)})
-    config = config.model_copy(
+    return config.model_copy(
         update={"model": config.model.model_copy(update={"seed": SEED, "context": 4096})}
     )
+
+
+def run_switch(work: Path) -> int:
+    """The switch of sessions alone (`--only switch`), on a freshly loaded model."""
+    failed = switch_part(load_model(bench_config(work)))
+    for line in failed:
+        print(f"  OUTSIDE THE LIMIT: {line}")
+    return 1 if failed else 0
+
+
+def run(work: Path) -> int:
+    config = bench_config(work)
+    home = work / "home"  # made by bench_config
     limits = TurnLimits(max_tool_calls=0, max_tokens=REPLY_TOKENS, reply_tokens=REPLY_TOKENS)
 
     # --- time to first token: turn 1 (empty cache) and turn 8 of one session ------------
@@ -403,6 +538,7 @@ def run(work: Path) -> int:
         )
         if ratio > NEUTRALISE_LIMIT:
             failed.append(f"neutralising ratio {name} {ratio:.5f} > {NEUTRALISE_LIMIT}")
+    failed += switch_part(llama)
     if gen_ratio < GEN_LIMIT:
         failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
     if content_ratio > CONTENT_LIMIT:

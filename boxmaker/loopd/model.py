@@ -10,17 +10,23 @@ one `Llama` crash the process), so every call into it holds one lock, and turns 
 other sessions wait. Generations run on one long-lived thread of the model's
 own (a daemon: it never holds up the process's exit). Prefix reuse:
 llama-cpp-python evaluates only the tokens after the longest prefix it already
-holds; when sessions alternate, each session's state is saved after its turn and
-loaded before its next one, so a session's new turn evaluates only what was
-added since. Where it runs (layers on the GPU, flash attention, the KV cache's
-type, batch sizes) is the `Offload` loopd planned from loopd.toml
-(`boxmaker.core.offload`); `offloaded` is llama.cpp's own count of layers put on
-the GPU, read from its load log.
+holds; when sessions alternate, the session the context held is saved at a
+switch and loaded before its next turn, so a session's new turn evaluates only
+what was added since. What is saved is llama.cpp's own state of the one
+sequence (`llama_state_seq_get_data`: its KV cells, on a sliding-window model
+only the window's cells of those layers) and llama-cpp-python's record of the
+tokens they hold, not `Llama.save_state()`, which also copies llama-cpp-python's
+logits array (docs/performance.md, "Switching sessions"). Saved sessions stay
+within `saved_bytes`, the least recently used leaving first. Where it runs
+(layers on the GPU, flash attention, the KV cache's type, batch sizes) is the
+`Offload` loopd planned from loopd.toml (`boxmaker.core.offload`); `offloaded` is
+llama.cpp's own count of layers put on the GPU, read from its load log.
 """
 
 from __future__ import annotations
 
 import codecs
+import ctypes
 import logging
 import os
 import queue
@@ -48,7 +54,13 @@ CPU_ONLY = Offload(gpu_layers=0, flash_attn=False, kv_type="f16", batch=512, uba
 _T = TypeVar("_T")
 
 EMBEDDED_NAME = "gemma-3-270m-q4_k_m.gguf"
-SAVED_SESSIONS = 2  # each saved state holds llama.cpp's whole context (hundreds of MiB)
+# How many sessions stay saved where no byte budget is given. Each is llama.cpp's
+# state of one sequence: its used KV cells (a sliding-window layer's only within the
+# window) and a recurrent model's state, 12 MiB for 1,500 tokens of the embedded
+# Gemma 3 270M. (llama-cpp-python's `Llama.save_state()`, used until issue 27, held
+# those cells for every layer and a copy of its `scores` array besides: with
+# logits_all=False n_batch x n_vocab x 4 bytes, 512 MiB here, never read.)
+SAVED_SESSIONS = 2
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,7 @@ class LlamaModel:
         seed: int,
         sampling: Sampling,
         offload: Offload = CPU_ONLY,
+        saved_bytes: int | None = None,
     ) -> None:
         import llama_cpp
 
@@ -121,7 +134,12 @@ class LlamaModel:
         self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)
         self._shown: frozenset[int] = frozenset()  # special tokens rendered as their text
         self._current: str | None = None
-        self._saved: OrderedDict[str, Any] = OrderedDict()
+        self._saved: OrderedDict[str, SavedState] = OrderedDict()  # least recently used first
+        # what saved sessions may hold, in bytes (None: SAVED_SESSIONS of them)
+        self.saved_bytes = saved_bytes
+        self._told_too_big = False  # the log line for a state over the whole budget, once
+        # the sliding window's length (0: none); a restored state lacks the cells before it
+        self._n_swa: int = llama_cpp.llama_model_n_swa(self._llm._model.model)
         # Every generation runs on this one long-lived thread: llama.cpp's OpenMP
         # workers belong to the thread that calls it, and a new calling thread per
         # turn (one per connection) costs a new team, about 25 ms of every turn's
@@ -151,6 +169,12 @@ class LlamaModel:
     @sampling.setter
     def sampling(self, sampling: Sampling) -> None:
         self._sampling = sampling
+
+    def saved_sizes(self) -> dict[str, int]:
+        """The saved sessions and the bytes each holds, least recently used first (the
+        session the context holds now is not among them)."""
+        with self._lock:
+            return {session: state.size for session, state in self._saved.items()}
 
     def show(self, texts: Sequence[str]) -> None:
         """Render these markers (each one special token) as their text in what the model
@@ -204,6 +228,9 @@ class LlamaModel:
         with self._lock:
             self._switch_to(session)
             reused = _common_prefix(list(self._llm._input_ids), prompt)
+            if not self._window_holds(reused, len(prompt)):
+                self._llm.reset()  # generate evaluates the whole prompt
+                reused = 0
             evaluated = len(prompt) - reused
             room = self._llm.n_ctx() - len(prompt)
             if room <= 0:
@@ -239,18 +266,122 @@ class LlamaModel:
             return Generation(tuple(out), text_all, len(prompt), evaluated, finished)
 
     def _switch_to(self, session: str) -> None:
-        """Make the context hold `session`'s tokens, saving the one it held (on a switch only)."""
+        """Make the context hold `session`'s tokens, saving the one it held (on a switch
+        only). Saving: the sequence's state (`SavedState.take`), kept under the rules of
+        `_keep`; `session`'s own saved state is taken out first, so that saving cannot
+        let it go. Loading: that state put back, or, for a session with none (new, or
+        let go), the context as it is (a new prompt reuses what it shares with it)."""
         if self._current == session:
             return
+        state = self._saved.pop(session, None)
         if self._current is not None:
-            self._saved[self._current] = self._llm.save_state()
-            self._saved.move_to_end(self._current)
+            self._keep(self._current)
+        if state is not None and not state.put(self._llm):
+            log.warning("event=session_not_loaded session=%s bytes=%d", session, state.size)
+            self._llm.reset()  # nothing of it held: the next prompt is evaluated whole
+            self._llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        self._current = session
+
+    def _keep(self, session: str) -> None:
+        """Save the context's sequence as `session`'s, then let the least recently used
+        saved sessions go until the rule holds. The rule: with `saved_bytes` None, at
+        most SAVED_SESSIONS sessions; else their sizes (`SavedState.size`) add up to
+        at most `saved_bytes`, and a state bigger than that on its own is not kept
+        (nor copied), which is logged the first time."""
+        budget = self.saved_bytes
+        self._saved.pop(session, None)
+        size = SavedState.size_of(self._llm) if budget is not None else 0
+        if budget is not None and size > budget:
+            if not self._told_too_big:
+                self._told_too_big = True
+                log.warning(
+                    "event=session_not_saved session=%s bytes=%d saved_bytes=%d "
+                    "(bigger than the whole budget: its next turn is evaluated whole; "
+                    "logged once)",
+                    session,
+                    size,
+                    budget,
+                )
+        else:
+            self._saved[session] = SavedState.take(self._llm)
+        if budget is None:
             while len(self._saved) > SAVED_SESSIONS:
                 self._saved.popitem(last=False)
-        state = self._saved.pop(session, None)
-        if state is not None:
-            self._llm.load_state(state)
-        self._current = session
+        else:
+            while sum(state.size for state in self._saved.values()) > budget:
+                self._saved.popitem(last=False)
+
+    def _window_holds(self, reused: int, length: int) -> bool:
+        """Whether the context still holds what evaluating a prompt of `length` tokens
+        after its first `reused` needs. A state put back holds a sliding-window layer's
+        cells only from the window before its last token on (llama.cpp saves no more),
+        position `pos_min`; llama-cpp-python evaluates from `reused` (or `reused - 1`
+        when the prompt is all held, to refresh the logits), and a token there sees the
+        n_swa positions up to its own. So it holds when the model has no window,
+        nothing is reused, or `start - n_swa + 1 >= pos_min`; a live context holds
+        every cell (loopd runs llama.cpp with `swa_full`), pos_min 0."""
+        start = reused - 1 if reused == length else reused
+        if self._n_swa <= 0 or start <= 0:
+            return True
+        lowest: int = self._llama_cpp.llama_memory_seq_pos_min(self._llm._ctx.memory, 0)
+        return lowest <= max(0, start - self._n_swa + 1)
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """One session's tokens, saved at a switch: llama.cpp's state of sequence 0, the
+    only one llama-cpp-python uses (`llama_state_seq_get_data`: the used KV cells, a
+    sliding-window layer's only those the last token still sees, and a recurrent
+    model's state), and llama-cpp-python's record of the tokens the cells hold
+    (`input_ids[:n_tokens]`), which its prefix reuse compares a new prompt with.
+
+    Not kept: llama-cpp-python's `scores` (with logits_all=False it is never written,
+    sampling reads llama.cpp's own logits) and the last logits (a prompt is always
+    evaluated from at least its last token after a load: `_requires_eval`)."""
+
+    data: Any  # a ctypes c_uint8 array, as llama.cpp wrote it
+    ids: Any  # numpy intc
+
+    @property
+    def size(self) -> int:
+        """The bytes it holds (the cells' and the token ids')."""
+        return ctypes.sizeof(self.data) + int(self.ids.nbytes)
+
+    @staticmethod
+    def size_of(llm: Any) -> int:
+        """What `take` would hold now, without copying anything."""
+        import llama_cpp
+
+        cells: int = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+        return cells + int(llm.n_tokens) * ctypes.sizeof(ctypes.c_int)
+
+    @classmethod
+    def take(cls, llm: Any) -> SavedState:
+        """Copy the sequence the `Llama` `llm` holds now."""
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+        data = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(llm._ctx.ctx, data, size, 0)
+        if written != size:
+            raise RuntimeError(f"llama.cpp wrote {written} bytes of a {size}-byte state")
+        return cls(data, llm.input_ids[: llm.n_tokens].copy())
+
+    def put(self, llm: Any) -> bool:
+        """Make `llm` hold this state again: its cells in sequence 0 (whatever it held
+        there removed first) and llama-cpp-python's record of them; False when llama.cpp
+        refused it."""
+        import llama_cpp
+
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        size = ctypes.sizeof(self.data)
+        if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, self.data, size, 0) == 0:
+            return False  # llama.cpp's own answer for a state it could not load
+        count = len(self.ids)
+        llm.input_ids[:count] = self.ids
+        llm.n_tokens = count
+        llm._requires_eval = True  # the logits are not restored: evaluate before sampling
+        return True
 
 
 class ContextFullError(Exception):

@@ -40,10 +40,15 @@ def llama_model_get_vocab(model):
     return model
 def llama_vocab_n_tokens(vocab):
     return 0  # no token of its own: an empty marker list
+def llama_model_n_swa(model):
+    return 0  # no sliding window
+class _Model:
+    model = None
 class Llama:
     def __init__(self, *args, **kwargs):
         self.metadata = {}
         self.model = object()
+        self._model = _Model()
         self._input_ids = []
     def tokenize(self, text, add_bos=False, special=False):
         return [5, 6, 7]

@@ -71,3 +71,18 @@ def turn(loopd_turn: object, session: str, text: str, resume: bool) -> float:
     if not isinstance(done, TurnDone):
         raise SystemExit(f"loopd refused the turn: {done}")
     return took
+
+
+def raw_switch(llm: Any, state: Any) -> tuple[float, Any]:
+    """llama-cpp-python's own switch of sessions: `Llama.save_state()` of what `llm`
+    holds, then `Llama.load_state(state)`. Its seconds, and the state it saved."""
+    start = time.perf_counter()
+    saved = llm.save_state()
+    llm.load_state(state)
+    return time.perf_counter() - start, saved
+
+
+def raw_state_bytes(state: Any) -> tuple[int, int, int]:
+    """What a llama-cpp-python `LlamaState` holds, in bytes: its llama.cpp state (the
+    whole context's, `llama_state_get_data`), its copy of `scores` and of `input_ids`."""
+    return len(state.llama_state), int(state.scores.nbytes), int(state.input_ids.nbytes)

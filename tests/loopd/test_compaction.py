@@ -173,7 +173,8 @@ def test_the_compaction_entry_names_what_it_replaces_and_the_prompt_length(owner
     assert 0 in replaced  # the first owner turn
     assert all(entries[i].type != "compaction" for i in replaced)
     notice = next(i for i, e in enumerate(entries) if e.type == "notice")
-    assert notice in replaced and notice + 1 in replaced  # the memory chance is not replayed
+    assert notice in replaced  # the memory chance is not replayed
+    assert notice + 1 in replaced
     kept = [i for i in range(at) if i not in replaced]
     assert entries[kept[0]].type == "user"  # the kept tail starts with the owner
 
@@ -215,7 +216,8 @@ def test_two_compactions_carry_the_earlier_summary_forward(owner: Owner) -> None
     first, *_, last = owner.logs.open("s").compactions
     earlier = {i for a, b in first.replaces for i in range(a, b)}
     later = {i for a, b in last.replaces for i in range(a, b)}
-    assert later and not earlier & later  # each replaces what was still live
+    assert later  # each replaces what was still live
+    assert not earlier & later
 
 
 def test_no_compaction_without_a_known_context(owner: Owner) -> None:
