@@ -1,4 +1,5 @@
-"""One admin.sock connection: the owner's approvals, approve, refuse, check_grants, checkpoint.
+"""One admin.sock connection: the owner's approvals, approve, refuse, check_grants,
+checkpoint and session_states.
 
 I/O: the connection, the ledger (Approval records), the grants directory. The
 thread that takes an entry out of the pending table answers it: it writes the
@@ -7,7 +8,15 @@ then answers bxctl. Expiry works the same way from its own thread.
 
 The approval list is sent in pages (`core.frame_fit.page_items`) so that it always
 fits in frames: every page but the last as a `final: false` approval_list, the
-last as the final one; bxctl joins their items.
+last as the final one; bxctl joins their items. So is the session state list
+(`session_states`, for `bxctl sessions`): each session brokerd keeps a state file
+for, read as a decision reads it but without the ledger lock (a state file is
+replaced by a rename, so a read sees the old file or the new one). A file that
+cannot be read is listed failing closed, as a decision takes it (`secret`,
+untrusted: every call of that session is denied `state_unreadable`), and logged
+with runbook.md#broker-state-damaged; the other sessions are listed as they are.
+A state directory that cannot be listed is answered `unavailable` with the same
+pointer.
 """
 
 from __future__ import annotations
@@ -17,13 +26,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import orjson
+
 from boxmaker.brokerd.approvals import Mismatch, Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
-from boxmaker.brokerd.ledger import Ledger
+from boxmaker.brokerd.ledger import UNKNOWN_STATE, Ledger
+from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frame_fit import page_items
+from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size, page_items
 from boxmaker.core.messages import (
     BY_BXCTL,
     ApprovalList,
@@ -37,6 +49,9 @@ from boxmaker.core.messages import (
     Message,
     Ok,
     Refuse,
+    SessionStateItem,
+    SessionStateList,
+    SessionStates,
     Status,
     StatusReport,
 )
@@ -56,6 +71,7 @@ class AdminHandler:
     table: PendingTable
     status: Callable[[], StatusReport]
     checkpoint: Callable[[], Message]  # checkpoint_reply, or an error (Brokerd.checkpoint)
+    sessions: SessionStore
 
     def __call__(self, conn: Connection) -> None:
         envelope = conn.read_request()
@@ -66,7 +82,44 @@ class AdminHandler:
                 conn.send(ApprovalList(items=page), final=False)
             conn.send(ApprovalList(items=last), final=True)
             return
+        if isinstance(message, SessionStates):
+            listed = self.session_states()
+            if isinstance(listed, Error):
+                conn.send(listed, final=True)
+                return
+            *state_pages, final = page_states(listed, envelope.id)
+            for state_page in state_pages:
+                conn.send(SessionStateList(items=state_page), final=False)
+            conn.send(SessionStateList(items=final), final=True)
+            return
         conn.send(self.answer(message), final=True)
+
+    def session_states(self) -> list[SessionStateItem] | Error:
+        """Every session's state as brokerd has it (the module docstring); an error
+        when the state directory cannot be listed."""
+        pointer = Runbook.BROKER_STATE_DAMAGED.pointer
+        try:
+            found = self.sessions.states()
+        except StateUnreadableError as exc:
+            log.error("event=state_unreadable %s; %s", exc, pointer)
+            return Error(
+                code=ErrorCode.UNAVAILABLE,
+                message=f"brokerd cannot list its session states; {pointer}",
+            )
+        items: list[SessionStateItem] = []
+        for session, state in found:
+            if isinstance(state, StateUnreadableError):
+                log.error("event=state_unreadable %s; %s", state, pointer)
+                state = UNKNOWN_STATE
+            items.append(
+                SessionStateItem(
+                    session=session,
+                    taint=state.taint,
+                    untrusted=state.untrusted,
+                    untrusted_by=state.untrusted_by,
+                )
+            )
+        return items
 
     def answer(self, message: Message) -> Message:
         if isinstance(message, Approvals):
@@ -120,6 +173,26 @@ class AdminHandler:
             )
         verdict = settle(entry, ApprovalAnswer.APPROVED, self.ledger, self.grants, by=BY)
         return ApproveResult(outcome=verdict.record())
+
+
+def page_states(
+    items: list[SessionStateItem], request_id: str, budget: int = FRAME_BUDGET
+) -> list[tuple[SessionStateItem, ...]]:
+    """`items` in pages whose session_state_list envelopes each fit (at least one page)."""
+    base = envelope_size(SessionStateList(items=()), request_id, final=False)
+    pages: list[tuple[SessionStateItem, ...]] = []
+    taken: list[SessionStateItem] = []
+    size = base
+    for item in items:
+        item_size = len(orjson.dumps(item.model_dump(mode="json", exclude_none=True)))
+        added = item_size + (1 if taken else 0)  # the comma between items
+        if taken and size + added > budget:
+            pages.append(tuple(taken))
+            taken, size, added = [], base, item_size
+        taken.append(item)
+        size += added
+    pages.append(tuple(taken))
+    return pages
 
 
 def _no_such(approval: int) -> Error:

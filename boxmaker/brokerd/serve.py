@@ -67,7 +67,15 @@ log = logging.getLogger(__name__)
 
 BUSY_POINTER = Runbook.BROKER_BUSY.pointer
 BROKER_ACCEPTS = ("tool_request",)
-ADMIN_ACCEPTS = ("approvals", "check_grants", "status", "approve", "refuse", "checkpoint")
+ADMIN_ACCEPTS = (
+    "approvals",
+    "check_grants",
+    "status",
+    "approve",
+    "refuse",
+    "checkpoint",
+    "session_states",
+)
 GATEWAY_JOIN_S = 2.0
 
 
@@ -93,7 +101,8 @@ class Brokerd:
         self.config = config
         self.caps = caps
         self.writer = writer
-        self.ledger = Ledger(writer, SessionStore(config.home), clock)
+        self.states = SessionStore(config.home)
+        self.ledger = Ledger(writer, self.states, clock)
         sockets = [config.broker_socket, config.admin_socket]
         if config.memory_socket is not None:
             sockets.append(config.memory_socket)
@@ -125,7 +134,9 @@ class Brokerd:
             self._memory_link(),
             self._gateway_link(),
         )
-        admin = AdminHandler(self.ledger, self.grants, self.table, self.status, self.checkpoint)
+        admin = AdminHandler(
+            self.ledger, self.grants, self.table, self.status, self.checkpoint, self.states
+        )
         broker_rules = SocketRules(
             "broker.sock", "brokerd", BROKER_ACCEPTS, self.caps.broker, BUSY_POINTER
         )

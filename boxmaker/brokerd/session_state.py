@@ -13,6 +13,12 @@ private and trusted. A file that cannot be read or parsed, or that says `public`
 `untrusted_by` (the call whose result first made the session untrusted) is
 written only once the session is untrusted; a file without it (written before
 it was kept) reads as untrusted by an unknown call.
+
+`states` lists every session that has a file (for `session_states` on
+admin.sock, `bxctl sessions`): each id with its state, or with the
+`StateUnreadableError` that reading it raised, so one bad file spoils no other.
+Left out: names that are not `<identifier>.json` (a `.tmp` left by a crash
+mid-write among them), and a file removed while listed.
 """
 
 from __future__ import annotations
@@ -74,6 +80,29 @@ class SessionStore:
             raise StateUnreadableError(f"{path}: says public, which brokerd never writes")
         by = state.untrusted_by if state.untrusted else None
         return SessionState(taint=state.taint, untrusted=state.untrusted, untrusted_by=by)
+
+    def states(self) -> list[tuple[str, SessionState | StateUnreadableError]]:
+        """Every session with a file, in id order, with its state or why it cannot be read."""
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StateUnreadableError(f"{self.directory}: {exc.strerror or exc}") from exc
+        found: list[tuple[str, SessionState | StateUnreadableError]] = []
+        for name in names:
+            session = name.removesuffix(".json")
+            if session == name or not is_identifier(session):
+                continue
+            try:
+                state = self.read(session)
+            except StateUnreadableError as exc:
+                found.append((session, exc))
+                continue
+            if not os.path.lexists(self._file(session)):
+                continue  # removed since listed: read() took it for a new session
+            found.append((session, state))
+        return found
 
     def write(self, session: str, state: SessionState) -> None:
         """Replace the session's state atomically and durably; OSError on failure."""

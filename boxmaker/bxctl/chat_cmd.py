@@ -38,6 +38,15 @@ and `st_ino`), the owner would read the reply twice, so the answer is not repeat
       turn stopped at its token limit), the run ends with its newline and the whole
       answer is printed, as when piped: the answer is never lost to save a repeat.
 `--json` prints events and the answer in different forms; it is never shortened.
+
+`/compact`, typed as a chat line, compacts the session now instead of sending a
+turn (`compact` on loop.sock: answered as a turn, its answer one line saying what
+was done; a memory tool the model calls in its chance to save waits for approval
+as in any turn). A session with no turn yet has nothing to compact, and a
+compaction loopd refuses is one line: the chat goes on either way. When loopd
+compacts (asked, or by itself before a turn whose prompt would pass its
+threshold), the `context_compacted` event is one line, `context compacted: 1,812
+-> 604 tokens` (in `--json` mode, the event itself).
 """
 
 from __future__ import annotations
@@ -60,7 +69,9 @@ from boxmaker.core.decisions import DenyReason
 from boxmaker.core.escape import escape_arguments, escape_model_text
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
+    Compact,
     ContentEvent,
+    ContextCompactedEvent,
     Error,
     Event,
     ReasoningEvent,
@@ -76,6 +87,7 @@ from boxmaker.core.timestamps import format_timestamp
 
 RESET = "\x1b[0m"
 DIM = "\x1b[2m"
+COMPACT = "/compact"
 
 
 class OnPending(Enum):
@@ -148,6 +160,9 @@ class Printer:
                     out.write(pointer + "\n")
             case ApprovalPendingEvent():
                 self.end_reasoning(out)
+            case ContextCompactedEvent(before=before, after=after):
+                self.end_reasoning(out)
+                out.write(compacted_line(before, after) + "\n")
 
     @property
     def shown(self) -> str | None:
@@ -172,6 +187,11 @@ class Printer:
     def end_blocks(self, out: TextIO) -> None:
         self.end_content(out)
         self.end_reasoning(out)
+
+
+def compacted_line(before: int, after: int) -> str:
+    """The `context_compacted` event as the owner reads it."""
+    return f"context compacted: {before:,} -> {after:,} tokens"
 
 
 def same_terminal(first: IO[str], second: IO[str]) -> bool:
@@ -256,14 +276,16 @@ def handle_pending(
 
 def stream_turn(
     loop_socket: Path,
-    turn: Turn,
+    turn: Turn | Compact,
     on_pending: OnPending,
     admin_socket: Path,
     printer: Printer,
     input: IO[str],
     out: TextIO,
 ) -> TurnDone:
-    """Send one turn, print its events as they come, and answer its approvals."""
+    """Send one turn (or a compaction, answered as one), print its events as they come,
+    and answer its approvals."""
+    what = "the turn" if isinstance(turn, Turn) else "the compaction"
     done: TurnDone | None = None
     try:
         for envelope in stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None):
@@ -281,10 +303,10 @@ def stream_turn(
             elif isinstance(message, TurnDone):
                 done = message
             elif isinstance(message, Error):
-                raise CliError(f"loopd refused the turn: {message.code}: {message.message}")
+                raise CliError(f"loopd refused {what}: {message.code}: {message.message}")
         if done is None:
             raise CliError(
-                f"loopd ended the turn without an answer; {Runbook.LOOPD_UNAVAILABLE.pointer}"
+                f"loopd ended {what} without an answer; {Runbook.LOOPD_UNAVAILABLE.pointer}"
             )
     except CliError:
         printer.end_blocks(out)  # the error's line starts a line of its own
@@ -331,6 +353,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         text = line.rstrip("\n")
         if not text.strip():
             continue
+        if text.strip() == COMPACT:
+            compact(loop_socket, session, resume, on_pending, admin_socket, printer, reader, out)
+            continue
         try:
             done = stream_turn(
                 loop_socket,
@@ -346,6 +371,31 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return EXIT_PROBLEM
         resume = True
         write_answer(done, printer, once, out, sys.stdout)
+
+
+def compact(
+    loop_socket: Path,
+    session: str,
+    resume: bool,
+    on_pending: OnPending,
+    admin_socket: Path,
+    printer: Printer,
+    reader: IO[str],
+    out: TextIO,
+) -> None:
+    """`/compact`: the session compacted now, its answer written as a turn's; a refusal
+    (or nothing to compact yet) is one line, and the chat goes on."""
+    if not resume:
+        out.write(f"bxctl: session {session} has no turn yet: nothing to compact\n")
+        return
+    try:
+        done = stream_turn(
+            loop_socket, Compact(session=session), on_pending, admin_socket, printer, reader, out
+        )
+    except CliError as exc:
+        out.write(f"bxctl: {exc.message}\n")
+        return
+    write_answer(done, printer, False, out, sys.stdout)
 
 
 def write_answer(

@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "approve": "approvals_cmd",
     "refuse": "approvals_cmd",
     "chat": "chat_cmd",
+    "sessions": "sessions_cmd",
     "audit": "audit_cmd",
     "status": "status_cmd",
     "install": "install_cmd",

@@ -23,7 +23,11 @@ a worker thread) and Mattermost (the client). The rules:
    links become links only then; an untrusted turn's stay code, with the
    notice line. Images are code in every edit. Props are sent whole on every
    patch (Mattermost replaces them).
-4. **Failures** are said in the answer post in one line: loopd unreachable,
+4. **Compaction**: when loopd compacts the session during the turn
+   (`context_compacted`), one post of its own in the thread says so, `context
+   compacted: 1,812 -> 604 tokens` (loopd's two numbers, nothing the model
+   wrote), while the answer post goes on streaming.
+5. **Failures** are said in the answer post in one line: loopd unreachable,
    busy or refusing the turn (its error's own text), or a turn cut off; with
    `see runbook.md#loopd-unavailable` where loopd could not be reached. The
    owner's message is never retried by itself: a turn may have run tools.
@@ -42,7 +46,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from boxmaker.core.errors import RequestError
-from boxmaker.core.messages import ContentEvent, Envelope, Error, Turn, TurnDone, TurnEvent
+from boxmaker.core.messages import (
+    ContentEvent,
+    ContextCompactedEvent,
+    Envelope,
+    Error,
+    Turn,
+    TurnDone,
+    TurnEvent,
+)
 from boxmaker.core.reply_escape import NOTICE, escape_reply
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.mm_model import MattermostError, Post
@@ -93,6 +105,11 @@ def is_turn(post: Post, owner: Owner) -> bool:
 def session_of(post: Post) -> tuple[str, bool]:
     """Rule 2: the session id, and whether it resumes."""
     return SESSION_PREFIX + (post.root_id or post.id), bool(post.root_id)
+
+
+def compacted_line(event: ContextCompactedEvent) -> str:
+    """Rule 4's post: loopd's numbers only, so nothing in it needs escaping."""
+    return f"context compacted: {event.before:,} -> {event.after:,} tokens"
 
 
 def rendered(text: str, untrusted: bool) -> tuple[str, dict[str, str]]:
@@ -154,6 +171,9 @@ class TurnRelay:
             said = item.message
             if isinstance(said, TurnEvent) and isinstance(said.event, ContentEvent):
                 text += said.event.text
+            elif isinstance(said, TurnEvent) and isinstance(said.event, ContextCompactedEvent):
+                await self._say(post.channel_id, root, compacted_line(said.event))
+                log.info("event=compaction_posted session=%s", session)
             elif isinstance(said, TurnDone):
                 final, untrusted = said.content, said.untrusted
             elif isinstance(said, Error):
@@ -162,6 +182,13 @@ class TurnRelay:
             final = f"{text}\n\n{CUT_OFF}" if text else CUT_OFF
         await self._patch(answer.id, *rendered(final, untrusted))
         log.info("event=turn_posted session=%s post=%s untrusted=%s", session, answer.id, untrusted)
+
+    async def _say(self, channel_id: str, root: str, message: str) -> None:
+        """One post of gatewayd's own in the thread; a failure is logged, not the turn's."""
+        try:
+            await self.chat.create_post(channel_id, message, root_id=root)
+        except MattermostError as exc:
+            log.error("event=post_failed root=%s %s", root, exc)
 
     async def _patch(self, post_id: str, message: str, props: dict[str, str]) -> None:
         try:

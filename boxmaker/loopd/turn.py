@@ -233,6 +233,11 @@ class TurnLoop:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
+    @property
+    def logs(self) -> SessionLogs:
+        """The session logs this loop reads and appends to."""
+        return self._logs
+
     @staticmethod
     def _tags_for(dialect: Dialect, markers: Sequence[str]) -> tuple[str, ...]:
         """What neutralising disarms: `markers`, the dialect's scaffolding, its reasoning

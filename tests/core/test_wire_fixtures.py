@@ -29,7 +29,9 @@ from boxmaker.core.messages import (
     AuditCheckpoint,
     CheckGrants,
     CheckpointReply,
+    Compact,
     ContentEvent,
+    ContextCompactedEvent,
     DeniedResponse,
     Envelope,
     Error,
@@ -49,7 +51,16 @@ from boxmaker.core.messages import (
     Reindexed,
     ReplyAnswer,
     ResultResponse,
+    SessionEntries,
+    SessionList,
+    Sessions,
+    SessionShow,
+    SessionStateItem,
+    SessionStateList,
+    SessionStates,
+    SessionSummary,
     SessionUpdated,
+    ShownEntry,
     Status,
     StatusReport,
     ToolCallStartedEvent,
@@ -188,6 +199,22 @@ CASES: dict[str, Envelope] = {
         final=True,
         message=CheckpointReply(seq=1207, head="3f" * 32, time="2026-11-30T12:05:00.000Z"),
     ),
+    "session_states": Envelope(id="a6", final=True, message=SessionStates()),
+    "session_state_list": Envelope(
+        id="a6",
+        final=True,
+        message=SessionStateList(
+            items=(
+                SessionStateItem(
+                    session="chat-1",
+                    taint=DataClass.PRIVATE,
+                    untrusted=True,
+                    untrusted_by=UntrustedBy(session="chat-1", call="c3", tool="http_fetch"),
+                ),
+                SessionStateItem(session="chat-2", taint=DataClass.SECRET, untrusted=False),
+            )
+        ),
+    ),
     "status": Envelope(id="s1", final=True, message=Status()),
     "status_report": Envelope(
         id="s1",
@@ -242,8 +269,59 @@ CASES: dict[str, Envelope] = {
         final=False,
         message=TurnEvent(event=ApprovalPendingEvent(approval=41, tool="shell", expires=EXPIRES)),
     ),
+    "turn_event_context_compacted": Envelope(
+        id="t2",
+        final=False,
+        message=TurnEvent(event=ContextCompactedEvent(before=1812, after=604)),
+    ),
     "turn_done": Envelope(
         id="t1", final=True, message=TurnDone(session="chat-1", content="Done.", untrusted=False)
+    ),
+    "compact": Envelope(id="t2", final=True, message=Compact(session="chat-1")),
+    "sessions": Envelope(id="v1", final=True, message=Sessions()),
+    "session_list": Envelope(
+        id="v1",
+        final=True,
+        message=SessionList(
+            items=(
+                SessionSummary(
+                    session="chat-1",
+                    turns=12,
+                    tokens=1812,
+                    compactions=1,
+                    untrusted=True,
+                    last="2026-11-30T12:05:00.000Z",
+                ),
+                SessionSummary(
+                    session="mm-" + POST,
+                    turns=1,
+                    tokens=0,
+                    compactions=0,
+                    untrusted=False,
+                    last="2026-11-30T11:00:00.000Z",
+                ),
+            )
+        ),
+    ),
+    "session_show": Envelope(id="v2", final=True, message=SessionShow(session="chat-1", start=40)),
+    "session_entries": Envelope(
+        id="v2",
+        final=True,
+        message=SessionEntries(
+            session="chat-1",
+            entries=(
+                ShownEntry(index=40, type="user", text="read /x"),
+                ShownEntry(
+                    index=41,
+                    type="tool",
+                    text="# notes\n",
+                    name="call_tool",
+                    untrusted=True,
+                    cut=True,
+                ),
+            ),
+            next=42,
+        ),
     ),
     # memoryd's three links
     "memory_block": Envelope(id="m1", final=True, message=MemoryBlock(session="chat-1")),
@@ -379,6 +457,7 @@ def test_every_turn_event_type_has_a_fixture() -> None:
         "tool_result",
         "tool_denied",
         "approval_pending",
+        "context_compacted",
     }
 
 

@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from boxmaker.core.layout import Home
-from boxmaker.core.messages import ContentEvent, ReasoningEvent, TurnDone, TurnEvent
+from boxmaker.core.messages import (
+    ContentEvent,
+    ContextCompactedEvent,
+    ReasoningEvent,
+    TurnDone,
+    TurnEvent,
+)
 from boxmaker.gatewayd.config import (
     GatewaydConfig,
     LoopSection,
@@ -296,3 +302,24 @@ def test_reasoning_is_never_posted_in_any_edit(
     versions = [message for post, message in fake.message_history if post == answer["id"]]
     assert len(versions) >= 3  # the placeholder, a streamed edit, the last edit
     assert all(secret not in message for message in versions)
+
+
+# --- loopd's notices in the thread -----------------------------------------------------------
+
+
+def test_a_compaction_is_one_line_of_its_own_in_the_thread(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    def compacting(peer: Peer) -> None:
+        event = ContextCompactedEvent(before=1812, after=604)
+        peer.send(TurnEvent(event=event), final=False)
+        say(peer, "Still here.", untrusted=False)
+
+    loopd.answer = compacting
+    asked = fake.post_as(fake.owner, dm(fake), "go on")
+    posts = answered(fake, 2)
+    assert [(p["root_id"], p["message"]) for p in posts] == [
+        (asked["id"], "Still here."),
+        (asked["id"], "context compacted: 1,812 -> 604 tokens"),
+    ]
+    assert "context compacted" not in posts[0]["message"]  # the answer is the model's alone
