@@ -65,6 +65,7 @@ import orjson
 from boxmaker.bxctl.approvals_cmd import approve, pending_items, refuse, write_block
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser
 from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, stream
+from boxmaker.core.compaction_plan import compacted_line
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.escape import escape_arguments, escape_model_text
 from boxmaker.core.messages import (
@@ -187,11 +188,6 @@ class Printer:
     def end_blocks(self, out: TextIO) -> None:
         self.end_content(out)
         self.end_reasoning(out)
-
-
-def compacted_line(before: int, after: int) -> str:
-    """The `context_compacted` event as the owner reads it."""
-    return f"context compacted: {before:,} -> {after:,} tokens"
 
 
 def same_terminal(first: IO[str], second: IO[str]) -> bool:

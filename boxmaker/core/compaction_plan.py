@@ -45,6 +45,12 @@ SUMMARY_INSTRUCTION = (
 SUMMARY_HEADING = "A summary of the earlier conversation (written by you, at loopd's request):"
 
 
+def compacted_line(before: int, after: int) -> str:
+    """The `context_compacted` event as the owner reads it (bxctl, the Mattermost thread):
+    loopd's numbers only, so nothing in it needs escaping."""
+    return f"context compacted: {before:,} -> {after:,} tokens"
+
+
 def summary_block(summary: str, dropped: int) -> str:
     """The text the summary is rendered as, in the system turn."""
     note = ""

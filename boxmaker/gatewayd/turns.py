@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from boxmaker.core.compaction_plan import compacted_line
 from boxmaker.core.errors import RequestError
 from boxmaker.core.messages import (
     ContentEvent,
@@ -107,11 +108,6 @@ def session_of(post: Post) -> tuple[str, bool]:
     return SESSION_PREFIX + (post.root_id or post.id), bool(post.root_id)
 
 
-def compacted_line(event: ContextCompactedEvent) -> str:
-    """Rule 4's post: loopd's numbers only, so nothing in it needs escaping."""
-    return f"context compacted: {event.before:,} -> {event.after:,} tokens"
-
-
 def rendered(text: str, untrusted: bool) -> tuple[str, dict[str, str]]:
     """A reply's text as posted, and the props that go with it."""
     escaped = escape_reply(text, untrusted)
@@ -172,7 +168,9 @@ class TurnRelay:
             if isinstance(said, TurnEvent) and isinstance(said.event, ContentEvent):
                 text += said.event.text
             elif isinstance(said, TurnEvent) and isinstance(said.event, ContextCompactedEvent):
-                await self._say(post.channel_id, root, compacted_line(said.event))
+                await self._say(
+                    post.channel_id, root, compacted_line(said.event.before, said.event.after)
+                )
                 log.info("event=compaction_posted session=%s", session)
             elif isinstance(said, TurnDone):
                 final, untrusted = said.content, said.untrusted
