@@ -84,16 +84,14 @@ def owner_turns(live: Sequence[tuple[int, str]]) -> list[list[tuple[int, str]]]:
 
 
 def plan(live: Sequence[tuple[int, str]], keep_turns: int) -> Plan | None:
-    """Keep the last `keep_turns` owner turns (at least one), summarise the rest; None
-    when nothing would be summarised."""
+    """Keep the last `keep_turns` owner turns (at least one), summarise the rest (none,
+    when every live turn is kept); None when there is no owner's turn at all."""
     groups = owner_turns(live)
     starts = [g[0][0] for g in groups if g[0][1] == "user"]
     if not starts:
         return None
     kept_from = starts[-max(1, min(keep_turns, len(starts)))]
     older = tuple(tuple(i for i, _ in g) for g in groups if g[0][0] < kept_from)
-    if not older:
-        return None
     return Plan(kept_from, older)
 
 

@@ -113,6 +113,7 @@ from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.model import ContextFullError, Model
 from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import (
+    AnyEntry,
     CompactionEntry,
     MemoryEntry,
     ModelEntry,
@@ -442,16 +443,19 @@ class TurnLoop:
         assert context is not None
         live = session_log.live()
         kinds = [(at, e.type) for at, e in live]
-        if compaction_plan.plan(kinds, self._limits.keep_turns) is None:
+        first = compaction_plan.plan(kinds, self._limits.keep_turns)
+        # nothing older to summarise: only an earlier summary, cut to fit, may make room
+        if first is None or not (first.turns or (session_log.compaction and before > threshold)):
             if before > threshold:
                 raise _NoRoomError(self._no_room(before))
             return None
         system = self._system_of(session_log)
+        headed = "\n\n".join((self._system, *session_log.memory, summary_block("", 0)))
         for keep in range(max(1, self._limits.keep_turns), 0, -1):
             found = compaction_plan.plan(kinds, keep)
-            assert found is not None  # fewer kept: more older
+            assert found is not None  # the same owner's turns as `first`
             tail = [(at, e) for at, e in live if at >= found.kept_from]
-            base = self._render(session_log, system, session_log.turns(tail), cached=False)
+            base = self._render(session_log, headed, session_log.turns(tail), cached=False)
             room = threshold - len(base) - SUMMARY_MARGIN
             if room >= 0:
                 break
@@ -473,14 +477,9 @@ class TurnLoop:
         if not older and session_log.compaction is not None:
             summary = session_log.compaction.summary  # nothing new seen: the old one stands
         summary = self._neutralised(session, "summary", summary)
-        after = len(
-            self._render(
-                session_log,
-                "\n\n".join((self._system, *session_log.memory, summary_block(summary, dropped))),
-                session_log.turns(tail),
-                cached=False,
-            )
-        )
+        summary, after = self._fitted(session_log, summary, dropped, tail, threshold)
+        if after > threshold:  # only when nothing older was left: no summary makes room
+            raise _NoRoomError(self._no_room(after))
         entry = CompactionEntry(
             summary=summary,
             replaces=compaction_plan.spans([*(i for g in found.turns for i in g), *chance]),
@@ -500,6 +499,27 @@ class TurnLoop:
         )
         emit(ContextCompactedEvent(before=before, after=after))
         return entry
+
+    def _fitted(
+        self,
+        session_log: SessionLog,
+        summary: str,
+        dropped: int,
+        tail: Sequence[tuple[int, AnyEntry]],
+        threshold: int,
+    ) -> tuple[str, int]:
+        """The summary, its tail cut off while the prompt after passes the threshold (a
+        summary tokenized as text may count other than as generated), and that prompt's
+        length."""
+        while True:
+            system = "\n\n".join(
+                (self._system, *session_log.memory, summary_block(summary, dropped))
+            )
+            after = len(self._render(session_log, system, session_log.turns(tail), cached=False))
+            if after <= threshold or not summary:
+                return summary, after
+            ids = self._model.tokenize(summary, special=False)
+            summary = self._model.detokenize(ids[: max(0, len(ids) - (after - threshold) - 1)])
 
     def _no_room(self, tokens: int) -> str:
         return (

@@ -24,6 +24,7 @@ from boxmaker.core.compaction_plan import (
     MEMORY_CHANCE,
     SUMMARY_HEADING,
     SUMMARY_INSTRUCTION,
+    Plan,
     plan,
     spans,
 )
@@ -124,8 +125,9 @@ def test_the_plan_keeps_the_last_turns_whole_and_summarises_the_rest() -> None:
     assert found.turns == ((0, 1, 2, 3),)
     assert plan(live, 1) is not None
     assert plan(live, 1).kept_from == 6  # type: ignore[union-attr]
-    assert plan(live, 3) is None  # everything is kept: nothing to summarise
-    assert plan(live[:2], 2) is None
+    assert plan(live, 3) == Plan(0, ())  # everything is kept: nothing to summarise
+    assert plan(live[:2], 2) == Plan(0, ())
+    assert plan([(0, "model")], 2) is None  # no owner's turn at all
 
 
 def test_spans_merge_neighbours_and_keep_order() -> None:
@@ -370,3 +372,36 @@ def test_compacting_a_one_turn_session_does_nothing(owner: Owner) -> None:
     assert done.content.startswith("Nothing to compact")
     assert compacted(events) == []
     assert "compaction" not in [line["type"] for line in owner.lines()]
+
+
+def test_a_turn_that_outgrows_the_context_after_a_compaction_ends_and_never_loops(
+    tmp_path: Path,
+) -> None:
+    big = ResultResponse(
+        content="r" * 1_200, class_=DataClass.PUBLIC, untrusted=False, truncated=False
+    )
+    owner = Owner(tmp_path, big)
+    try:
+        base = owner.reply
+
+        def reply(prompt: str) -> str:
+            last = prompt.rsplit("<start_of_turn>user", 1)[-1]
+            reading = "read all<end_of_turn>" in prompt or "[result of call_tool]" in last
+            if reading and SUMMARY_INSTRUCTION not in last and MEMORY_CHANCE not in last:
+                return call_tool("read_file", {"path": "/notes/a.md"})
+            return base(prompt)
+
+        model = ScriptedModel([reply] * 500)
+        limits = TurnLimits(stream_interval_s=0, context=3_000, summary_tokens=200, keep_turns=1)
+        loop = owner.loop(model, limits)
+        turns(loop, 4)
+        before = len(owner.logs.open("s").compactions)
+        done = loop.run("s", "read all", True, lambda _: None)
+        assert done.content.endswith("see runbook.md#loopd-context-full."), done.content
+        assert all(len(p) <= 3_000 for p in model.prompts)
+        # at most one compaction for the older turns and one that cut the summary
+        made = owner.logs.open("s").compactions[before:]
+        assert len(made) <= 2
+        assert "the owner's last turn alone take" in done.content
+    finally:
+        owner.close()
