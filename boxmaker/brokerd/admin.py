@@ -26,8 +26,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import orjson
-
 from boxmaker.brokerd.approvals import Mismatch, Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import UNKNOWN_STATE, Ledger
@@ -35,7 +33,7 @@ from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size, page_items
+from boxmaker.core.frame_fit import FRAME_BUDGET, page_items, paged
 from boxmaker.core.messages import (
     BY_BXCTL,
     ApprovalList,
@@ -179,20 +177,7 @@ def page_states(
     items: list[SessionStateItem], request_id: str, budget: int = FRAME_BUDGET
 ) -> list[tuple[SessionStateItem, ...]]:
     """`items` in pages whose session_state_list envelopes each fit (at least one page)."""
-    base = envelope_size(SessionStateList(items=()), request_id, final=False)
-    pages: list[tuple[SessionStateItem, ...]] = []
-    taken: list[SessionStateItem] = []
-    size = base
-    for item in items:
-        item_size = len(orjson.dumps(item.model_dump(mode="json", exclude_none=True)))
-        added = item_size + (1 if taken else 0)  # the comma between items
-        if taken and size + added > budget:
-            pages.append(tuple(taken))
-            taken, size, added = [], base, item_size
-        taken.append(item)
-        size += added
-    pages.append(tuple(taken))
-    return pages
+    return paged(SessionStateList(items=()), items, request_id, budget)
 
 
 def _no_such(approval: int) -> Error:

@@ -12,7 +12,8 @@ can frame it too):
                    prefix that fits, and is marked truncated. Within the budget it
                    is returned unchanged. brokerd does this before the Result record
                    is written, so the record's bytes and sha256 are of what is sent.
-    page_items     the items of an `approval_list`, split into pages whose
+    paged          the items of a listing (`approval_list`, `session_list`,
+                   `session_state_list`: `page_items` is the first), split into pages whose
                    envelopes each fit in the budget, in order; at least one page
                    (empty when nothing waits). Every page but the last goes out as
                    a `final: false` approval_list, the last as the final one, and a
@@ -24,9 +25,11 @@ can frame it too):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import orjson
 
+from boxmaker.core.decisions import Strict
 from boxmaker.core.frames import MAX_FRAME
 from boxmaker.core.messages import (
     ApprovalList,
@@ -36,6 +39,8 @@ from boxmaker.core.messages import (
     ResultResponse,
     encode_envelope,
 )
+
+_I = TypeVar("_I", bound=Strict)
 
 MARGIN = 65_536
 FRAME_BUDGET = MAX_FRAME - MARGIN  # 983,040 bytes of envelope
@@ -86,13 +91,15 @@ def fit_result(
     return response.model_copy(update={"content": content[:low], "truncated": True})
 
 
-def page_items(
-    items: Sequence[PendingApproval], request_id: str, budget: int = FRAME_BUDGET
-) -> list[tuple[PendingApproval, ...]]:
-    """`items` in pages, each of whose approval_list envelopes fits in `budget`."""
-    base = envelope_size(ApprovalList(items=()), request_id, final=False)
-    pages: list[tuple[PendingApproval, ...]] = []
-    page: list[PendingApproval] = []
+def paged(
+    empty: Message, items: Sequence[_I], request_id: str, budget: int
+) -> list[tuple[_I, ...]]:
+    """`items` in pages, each of whose envelopes (`empty` with the page as its items,
+    not final) fits in `budget`; at least one page, and an item too big alone still
+    gets a page of its own (the caller cuts such items first)."""
+    base = envelope_size(empty, request_id, final=False)
+    pages: list[tuple[_I, ...]] = []
+    page: list[_I] = []
     size = base
     for item in items:
         item_size = len(
@@ -106,3 +113,10 @@ def page_items(
         size += added
     pages.append(tuple(page))
     return pages
+
+
+def page_items(
+    items: Sequence[PendingApproval], request_id: str, budget: int = FRAME_BUDGET
+) -> list[tuple[PendingApproval, ...]]:
+    """`items` in pages, each of whose approval_list envelopes fits in `budget`."""
+    return paged(ApprovalList(items=()), items, request_id, budget)

@@ -44,7 +44,7 @@ from pathlib import Path
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size
+from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size, paged
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.messages import SessionEntries, SessionList, SessionSummary, ShownEntry
 from boxmaker.core.timestamps import format_timestamp
@@ -160,20 +160,7 @@ def page_summaries(
     items: Sequence[SessionSummary], request_id: str, budget: int = FRAME_BUDGET
 ) -> list[tuple[SessionSummary, ...]]:
     """`items` in pages whose session_list envelopes each fit in `budget` (at least one)."""
-    base = envelope_size(SessionList(items=()), request_id, final=False)
-    pages: list[tuple[SessionSummary, ...]] = []
-    taken: list[SessionSummary] = []
-    size = base
-    for item in items:
-        item_size = len(orjson.dumps(item.model_dump(mode="json")))
-        added = item_size + (1 if taken else 0)
-        if taken and size + added > budget:
-            pages.append(tuple(taken))
-            taken, size, added = [], base, item_size
-        taken.append(item)
-        size += added
-    pages.append(tuple(taken))
-    return pages
+    return paged(SessionList(items=()), items, request_id, budget)
 
 
 def readable_prefix(path: Path) -> list[AnyEntry]:
