@@ -72,6 +72,24 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   the bytes each saved session holds, loopd's (`LlamaModel.saved_sizes`) and a
   `LlamaState`'s (its llama.cpp state, its copy of `scores`, its `input_ids`).
   `--only switch` runs this part alone, on a freshly loaded model.
+- the first turn after a compaction: its time to the first content or reasoning
+  event (as above) over llama-cpp-python's first token on a fresh prompt of the
+  same tokens, at most 1.1 (issue 27). On its own model at context
+  COMPACTION_CONTEXT, with loopd's real turn limits for it (`turn_limits`: the
+  threshold, the summary's budget, the turns kept) but the first-event part's short
+  replies and no tool calls. The session's log is written directly, not generated
+  (the owner's turns from PROMPTS, each reply COMPACTION_REPLY tokens of the
+  code-work corpus as the model tokenizes it, its text their detokenizing), until
+  one more turn would pass the threshold; loopd then compacts it (`compact` on
+  loop.sock, untimed: the memory chance and the summary are the model's own), and
+  the log file and the model's state are saved. Each round restores both (untimed)
+  and sends the next turn; the raw side is `Llama.generate` on the very prompt loopd
+  generated from (rendered from the log, checked), its state reset so that it
+  evaluates all of it. loopd reuses what its context still holds from the
+  compaction's own prompts (the system text they begin with), as it does after any
+  compaction: the figure says how many tokens it evaluated. COMPACTION_ROUNDS rounds,
+  each side first in turn, the median of each. `--only compaction` runs this part
+  alone.
 
 loopd runs in this process (the turn loop and the LoopServer on a real Unix
 socket, `boxmaker.testing.daemons`); the client, `boxmaker.ipc.client`, is this
@@ -87,25 +105,34 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from boxmaker.core.messages import ContentEvent, ReasoningEvent, Turn, TurnDone, TurnEvent
+from boxmaker.core.messages import (
+    Compact,
+    ContentEvent,
+    ReasoningEvent,
+    Turn,
+    TurnDone,
+    TurnEvent,
+)
 from boxmaker.core.reply_stream import streamable
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
 from boxmaker.ipc import client
 from boxmaker.loopd.config import LoopdConfig, load_config
-from boxmaker.loopd.main import load_model
+from boxmaker.loopd.main import load_model, turn_limits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import LlamaModel
-from boxmaker.loopd.session_log import SessionLogs
+from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.turn import TurnLimits
-from boxmaker.testing.daemons import start_loopd
+from boxmaker.testing.daemons import InProcessLoopd, start_loopd
 from boxmaker.testing.raw_llama import (
     first_token,
+    fresh_first_token,
     next_prompt,
     raw_rate_of,
     raw_state_bytes,
@@ -136,6 +163,10 @@ SWITCH_ROUNDS = 8
 SWITCH_ADDED = 8  # tokens the resumed session's turn adds
 SWITCH_LIMIT = 1.2
 MIB = 1024 * 1024
+COMPACTION_CONTEXT = 2048
+COMPACTION_REPLY = 200  # tokens of each reply written to the log
+COMPACTION_ROUNDS = 8
+COMPACTION_LIMIT = 1.1
 PROMPTS = [
     "Tell me a short story about a lighthouse keeper.",
     "Describe the sea on a stormy night.",
@@ -303,19 +334,164 @@ def switch_part(llama: LlamaModel) -> list[str]:
     return []
 
 
+def shared_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens `a` and `b` begin with alike."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def write_session(loopd: InProcessLoopd, session: str, threshold: int) -> int:
+    """Write `session`'s log directly: the owner's turns (PROMPTS in turn), each answered
+    by COMPACTION_REPLY tokens of the code-work corpus as the model tokenizes it (its
+    text their detokenizing, as a generated reply's is), until one more turn would
+    take the next prompt past `threshold`. The turns written."""
+    logs = SessionLogs(loopd.home)
+    corpus = loopd.model.tokenize(tool_result(()), special=False)
+    session_log = logs.open(session)
+    written = 0
+    while True:
+        text = PROMPTS[written % len(PROMPTS)]
+        prompt = next_prompt(loopd, logs, session, text)
+        reply = tuple(corpus[written * COMPACTION_REPLY : (written + 1) * COMPACTION_REPLY])
+        if len(prompt) + COMPACTION_REPLY > threshold or len(reply) < COMPACTION_REPLY:
+            return written
+        session_log.append(UserEntry(text=text))
+        session_log.append(
+            ModelEntry(text=loopd.model.detokenize(reply), ids=reply, prompt=len(prompt))
+        )
+        written += 1
+
+
+def compact(loopd: InProcessLoopd, session: str) -> float:
+    """Compact `session` as its owner would (`compact` on loop.sock); its seconds."""
+    start = time.perf_counter()
+    for answer in client.answers(loopd.socket, Compact(session=session), "bench", 3600):
+        if answer.final and not isinstance(answer.message, TurnDone):
+            raise SystemExit(f"loopd refused the compaction: {answer.message}")
+    return time.perf_counter() - start
+
+
+def compaction_part(work: Path, config: LoopdConfig) -> list[str]:
+    """Time the first turn after a compaction through loopd against llama-cpp-python's
+    first token on the same prompt from nothing, on a freshly loaded model at
+    `config`'s context; print the figures; what was outside its limit (one line each)."""
+    llama = load_model(config)
+    llm = llama._llm
+    if llm.n_ctx() != config.model.context:
+        raise SystemExit(
+            f"the model was loaded at context {llm.n_ctx()}, not {config.model.context}"
+        )
+    limits = replace(
+        turn_limits(config),
+        max_tool_calls=FIRST_LIMITS.max_tool_calls,
+        max_tokens=FIRST_LIMITS.max_tokens,
+        reply_tokens=FIRST_LIMITS.reply_tokens,
+    )
+    assert limits.context is not None
+    threshold = int(limits.context * limits.compact_at)
+    model = RecordingModel(llama)
+    session = "compaction"
+    text = PROMPTS[0]
+    loopd = start_loopd(work, model, home=config.home, limits=limits)
+    loopd_firsts: list[tuple[float, int]] = []  # (seconds, the token that released it)
+    raw_firsts: list[float] = []
+    evaluated: set[int] = set()
+    try:
+        logs = SessionLogs(loopd.home)
+        turns = write_session(loopd, session, threshold)
+        compacting = compact(loopd, session)
+        compaction = logs.open(session).compaction
+        if compaction is None:
+            raise SystemExit("loopd's compaction appended no compaction entry")
+        path = logs.path(session)
+        logged = path.read_bytes()
+        state = llm.save_state()  # the context as the compaction left it
+        held = list(llm.input_ids[: llm.n_tokens])
+        prompt = next_prompt(loopd, logs, session, text)
+        if len(prompt) > threshold:
+            raise SystemExit(f"the prompt after compaction ({len(prompt)}) passes {threshold}")
+        reused = shared_prefix(held, prompt)
+        for n in range(COMPACTION_ROUNDS):
+            for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
+                llm.load_state(state)
+                path.write_bytes(logged)
+                if side == "raw":
+                    raw_firsts.append(
+                        llama.on_model_thread(
+                            partial(fresh_first_token, llm, prompt, llama.sampling)
+                        )
+                    )
+                    continue
+                count = len(model.calls)
+                times = streamed_turn(loopd.socket, session, text, True)
+                call = model.calls[count]
+                if call.prompt != prompt:
+                    raise SystemExit("loopd's prompt is not the one rendered for the limit")
+                evaluated.add(call.generation.evaluated)
+                if times is not None:  # None: a reply that held all its first tokens back
+                    sent, came = times
+                    released = first_content_token(llama.detokenize, call.generation.ids)
+                    loopd_firsts.append((came - sent, released))
+    finally:
+        loopd.stop()
+    if not loopd_firsts:
+        raise SystemExit("no turn after the compaction streamed content within its first tokens")
+    if evaluated != {len(prompt) - reused}:
+        raise SystemExit(
+            f"loopd evaluated {sorted(evaluated)} tokens, not the {len(prompt) - reused} its "
+            "context did not hold: the restored state is not the one the compaction left"
+        )
+    loopd_first = statistics.median(first for first, _ in loopd_firsts)
+    raw_first = statistics.median(raw_firsts)
+    ratio = loopd_first / raw_first
+    fastest = min(first for first, _ in loopd_firsts)
+    print(
+        f"the first turn after a compaction: context {limits.context}, a log of {turns} turns "
+        f"written to near the threshold ({threshold}), compacted by loopd in {compacting:.1f} s "
+        f"(untimed: {compaction.before} tokens became {compaction.after}); "
+        f"{COMPACTION_ROUNDS} rounds from the same start, each side first in turn, the median "
+        "of each"
+    )
+    print(
+        f"  llama-cpp-python Llama.generate, first token: {raw_first * 1000:8.1f} ms for "
+        f"{len(prompt)} prompt tokens, all evaluated (the limit)"
+    )
+    print(
+        f"  through loopd (first content on loop.sock):   {loopd_first * 1000:8.1f} ms"
+        f"  ratio {ratio:.3f} (at most {COMPACTION_LIMIT}); it evaluated "
+        f"{len(prompt) - reused} of the {len(prompt)}, reusing the {reused} its context still "
+        "held from the compaction's prompts (the system text: what loopd does); its content "
+        f"came with token {max(released for _, released in loopd_firsts)}"
+    )
+    print(
+        f"  the fastest of each: {min(raw_firsts) * 1000:.1f} and {fastest * 1000:.1f} ms, "
+        f"ratio {fastest / min(raw_firsts):.3f} (printed, not judged)"
+    )
+    if ratio > COMPACTION_LIMIT:
+        return [f"after-compaction ratio {ratio:.3f} > {COMPACTION_LIMIT}"]
+    return []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=None, help="where work files go")
     parser.add_argument(
         "--only",
-        choices=["switch"],
+        choices=["switch", "compaction"],
         default=None,
-        help="run one part alone (switch: the switch of sessions)",
+        help="run one part alone (switch: the switch of sessions; compaction: the first "
+        "turn after a compaction)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bx-bench-", dir=args.dir) as work:
         if args.only == "switch":
             return run_switch(Path(work))
+        if args.only == "compaction":
+            return run_compaction(Path(work))
         return run(Path(work))
 
 
@@ -329,9 +505,22 @@ def bench_config(work: Path) -> LoopdConfig:
     )
 
 
+def at_context(config: LoopdConfig, context: int) -> LoopdConfig:
+    """`config` with `[model] context` set to `context`."""
+    return config.model_copy(update={"model": config.model.model_copy(update={"context": context})})
+
+
 def run_switch(work: Path) -> int:
     """The switch of sessions alone (`--only switch`), on a freshly loaded model."""
     failed = switch_part(load_model(bench_config(work)))
+    for line in failed:
+        print(f"  OUTSIDE THE LIMIT: {line}")
+    return 1 if failed else 0
+
+
+def run_compaction(work: Path) -> int:
+    """The first turn after a compaction alone (`--only compaction`)."""
+    failed = compaction_part(work, at_context(bench_config(work), COMPACTION_CONTEXT))
     for line in failed:
         print(f"  OUTSIDE THE LIMIT: {line}")
     return 1 if failed else 0
@@ -539,6 +728,7 @@ def run(work: Path) -> int:
         if ratio > NEUTRALISE_LIMIT:
             failed.append(f"neutralising ratio {name} {ratio:.5f} > {NEUTRALISE_LIMIT}")
     failed += switch_part(llama)
+    failed += compaction_part(work, at_context(config, COMPACTION_CONTEXT))
     if gen_ratio < GEN_LIMIT:
         failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
     if content_ratio > CONTENT_LIMIT:

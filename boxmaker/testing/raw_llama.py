@@ -53,6 +53,13 @@ def first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
     return time.perf_counter() - start
 
 
+def fresh_first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
+    """`first_token` with nothing reused: `llm`'s state reset first (untimed), so that
+    llama-cpp-python evaluates the whole of `prompt`, as a prompt it never saw."""
+    llm.reset()
+    return first_token(llm, prompt, sampling)
+
+
 def next_prompt(loopd: InProcessLoopd, logs: SessionLogs, session: str, text: str) -> list[int]:
     """The prompt loopd renders for `session`'s next turn of `text`, from its log now."""
     session_log = logs.open(session)
