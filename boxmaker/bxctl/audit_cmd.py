@@ -154,6 +154,7 @@ def expected_checkpoints(
             text = path.read_text("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+        found = len(lines)
         for number, raw in enumerate(text.splitlines(), 1):
             try:
                 parsed = parse_line(raw)
@@ -162,6 +163,12 @@ def expected_checkpoints(
                 continue
             if parsed is not None:
                 lines.append((f"{path}:{number}", parsed))
+        if len(lines) == found and not any(p.startswith(f"{path}:") for p in problems):
+            # a file cut to nothing (or to notes) must not pass for one that holds
+            problems.append(
+                f"{path}: holds no checkpoint: a checkpoint file has at least one line"
+                " (`bxctl audit checkpoint` appends one)"
+            )
     if public_key is not None:
         # cryptography: imported only when a signature is checked
         from boxmaker.bxctl.seal import load_public, seal_problem

@@ -258,3 +258,22 @@ def test_plain_verify_loads_no_cryptography(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n\n", "# sealed by the owner\n\n# nothing yet\n"],
+    ids=["empty", "blank", "notes"],
+)
+def test_a_checkpoint_file_with_no_checkpoint_is_refused(tmp_path: Path, text: str) -> None:
+    home = tmp_path / "home"
+    append(home, 5)
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.write_text(text, encoding="utf-8")
+    done = verify(home, "--checkpoints", str(checkpoints))
+    assert done.returncode == 1, done.stdout
+    assert done.stdout == (
+        f"{checkpoints}: holds no checkpoint: a checkpoint file has at least one line"
+        " (`bxctl audit checkpoint` appends one)\n"
+    )
+    assert done.stderr == BELOW
