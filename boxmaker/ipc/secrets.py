@@ -8,9 +8,13 @@ masked repr). The rules and what is guaranteed about the value are
 
 - A credential or file is opened with O_RDONLY|O_NOFOLLOW|O_CLOEXEC, plus
   O_NONBLOCK (a FIFO planted at the path must not hang the start; it is then
-  refused as not a regular file) and O_NOCTTY. The checks are made on the open
-  descriptor with fstat, and the bytes read from that same descriptor, so a
-  rename or a link swapped in between cannot change what is read.
+  refused as not a regular file) and O_NOCTTY, relative to its directory, which
+  is reached from `/` one component at a time, each opened with
+  O_PATH|O_DIRECTORY|O_NOFOLLOW relative to the one before: a symbolic link
+  anywhere on the path (`/etc/bx -> /tmp/x`) is refused, never followed. The
+  checks are made on the open descriptor with fstat, and the bytes read from
+  that same descriptor, so a rename or a link swapped in between cannot change
+  what is read. A `..` on the path is refused too (it is never needed).
 - Bytes go straight from the kernel into the Secret's buffer (`os.readv` into a
   memoryview): no `bytes` copy of a value read from a file or credential exists.
 - A variable is removed from the environment as soon as it is read, whether or
@@ -27,6 +31,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from collections.abc import Mapping, MutableMapping
 
 from boxmaker.core.errors import StartupError
@@ -46,6 +51,9 @@ log = logging.getLogger(__name__)
 
 CREDENTIALS_VARIABLE = "CREDENTIALS_DIRECTORY"
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+_DIRECTORY_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+LINK_ON_PATH = "a directory on its path is a symbolic link, which is never followed"
+DOT_DOT = "its path has `..`: name the file by its own path"
 
 _OS_REASONS = {
     errno.ENOENT: "there is no such file",
@@ -93,6 +101,8 @@ def read_secret(place: SecretPlace, environ: MutableMapping[str, str], uid: int)
         if place.kind is SourceKind.ENV:
             return _from_variable(place, environ)
         return Secret.filled(place.name, lambda view: _read_file(place, environ, uid, view))
+    except _LinkOnPathError as exc:
+        raise StartupError(unavailable(place, exc.strerror or LINK_ON_PATH)) from exc
     except OSError as exc:
         why = _OS_REASONS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
         raise StartupError(unavailable(place, why)) from exc
@@ -128,7 +138,7 @@ def _path(place: SecretPlace, environ: Mapping[str, str]) -> str:
 
 def _read_file(place: SecretPlace, environ: Mapping[str, str], uid: int, view: memoryview) -> int:
     """Read the file of `place` into `view`, checked on its open descriptor; the size."""
-    fd = os.open(_path(place, environ), OPEN_FLAGS)
+    fd = open_walked(_path(place, environ), OPEN_FLAGS)
     try:
         opened = os.fstat(fd)
         why = refusal(place.kind, opened.st_mode, opened.st_uid, uid)
@@ -143,3 +153,37 @@ def _read_file(place: SecretPlace, environ: Mapping[str, str], uid: int, view: m
         return size
     finally:
         os.close(fd)
+
+
+class _LinkOnPathError(OSError):
+    """A directory on the path is a symbolic link."""
+
+
+def open_walked(path: str, flags: int) -> int:
+    """`path` (absolute) opened with `flags`, relative to its directory, reached from `/`
+    one component at a time without following a link: _LinkOnPathError for a link
+    on the way (`..` counts as one: it is never needed), OSError as `os.open` raises."""
+    *directories, name = [part for part in path.split("/") if part and part != "."]
+    at = os.open("/", _DIRECTORY_FLAGS)
+    try:
+        for part in directories:
+            if part == "..":
+                raise _LinkOnPathError(errno.ELOOP, DOT_DOT, path)
+            try:
+                below = os.open(part, _DIRECTORY_FLAGS, dir_fd=at)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(part, at):
+                    raise _LinkOnPathError(errno.ELOOP, LINK_ON_PATH, path) from exc
+                raise
+            os.close(at)
+            at = below
+        return os.open(name, flags, dir_fd=at)
+    finally:
+        os.close(at)
+
+
+def _is_link(name: str, directory: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
