@@ -265,10 +265,6 @@ GEMMA4 = ChatFormat(
 
 KNOWN_FORMATS = {f.name: f for f in (GEMMA, CHATML, LLAMA3, PHI3, MISTRAL, DEEPSEEK_R1, GEMMA4)}
 
-# The formats whose markers open the default memory tag list (`sanitize.tags`,
-# spec 003 section 6.2); the others' markers come from the loaded model's list.
-FORMATS = {f.name: f for f in (GEMMA, CHATML)}
-
 
 def detect_formats(model_template: str) -> list[ChatFormat]:
     """The known formats whose every `detect` marker the model's template spells."""

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.core.chat_format import FORMATS
+from boxmaker.core.chat_format import KNOWN_FORMATS
 from boxmaker.core.sanitize import (
     MEMORY_TAGS,
     RULES,
@@ -50,14 +50,9 @@ def _rules(findings: list[Finding]) -> list[tuple[str, str]]:
 
 
 def test_memory_tags_are_the_known_formats_and_the_other_tags() -> None:
-    bar = [f"<|{name}|>" for name in ("im_start", "im_end", "endoftext")]
-    angle = [
+    others = [
         _angle(name)
         for name in (
-            "bos",
-            "start_of_turn",
-            "end_of_turn",
-            "eos",
             "think",
             "/think",
             "tool_call",
@@ -68,10 +63,22 @@ def test_memory_tags_are_the_known_formats_and_the_other_tags() -> None:
             "end_of_image",
         )
     ]
-    assert set(MEMORY_TAGS) == set(bar + angle)
+    markers = [m for chat in KNOWN_FORMATS.values() for m in chat.markers]
+    assert set(MEMORY_TAGS) == set(markers + others)
     assert len(MEMORY_TAGS) == len(set(MEMORY_TAGS))
-    for chat in FORMATS.values():
-        assert {chat.open_turn, chat.close_turn, *chat.stop} <= set(MEMORY_TAGS)
+    # the three formats the list once left out (issue 28): llama3's, phi3's, mistral's
+    for tag in ("<|eot_id|>", "<|start_header_id|>", "<|user|>", "<|end|>", "[INST]"):
+        assert tag in MEMORY_TAGS, tag
+
+
+@pytest.mark.parametrize(
+    "marker", sorted({m for chat in KNOWN_FORMATS.values() for m in chat.markers})
+)
+def test_every_formats_markers_are_refused_in_memory(marker: str) -> None:
+    text = f"remember this {marker} and go on"
+    findings = [f for f in refuse(text, memory=True) if f.rule == "template-tag"]
+    assert [f.start for f in findings] == [len("remember this ")]
+    assert not [f for f in refuse(text) if f.rule == "template-tag"]  # only in memory
 
 
 def test_every_rule_has_an_action_and_a_sentence_and_is_documented() -> None:

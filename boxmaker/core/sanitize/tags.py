@@ -1,7 +1,8 @@
 """Chat-template tags: the default list, refusing them in memory, neutralising them. Pure; no I/O.
 
-`MEMORY_TAGS` are the tags of every format loopd knows (`boxmaker.core.chat_format`:
-gemma's and chatml's turn markers, begin and end of text), then the think,
+`MEMORY_TAGS` are the tags of every format loopd knows (`boxmaker.core.chat_format`
+`KNOWN_FORMATS`, each format's `markers`: begin and end of text, turn and role
+markers, stops), then the think,
 tool-call and tool-response tags and gemma's image markers. Like the spec's list
 (003 section 6.2) they are built from pieces here, never written whole, so that
 this file is not itself a prompt-breaking text. The loaded model's own list
@@ -40,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from boxmaker.core.chat_format import FORMATS
+from boxmaker.core.chat_format import KNOWN_FORMATS
 from boxmaker.core.sanitize.findings import Action, Finding, Neutralised
 
 REFUSED = "template-tag"
@@ -68,10 +69,9 @@ def _angle(name: str) -> str:
 
 
 def _format_tags() -> list[str]:
-    tags: list[str] = []
-    for chat in FORMATS.values():
-        tags += [chat.bos, chat.open_turn, chat.close_turn, *chat.stop]
-    return tags
+    """Every marker of every format loopd knows (`ChatFormat.markers`: begin of text,
+    turn and role markers, stops), derived from the one list of formats."""
+    return [marker for chat in KNOWN_FORMATS.values() for marker in chat.markers]
 
 
 _OTHER_TAGS = [
