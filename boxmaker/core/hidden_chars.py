@@ -10,7 +10,9 @@ something other than what it is. That is:
 - it is a `Default_Ignorable_Code_Point`: the sanitizer's generated table
   (`boxmaker.core.sanitize.unicode_tables`, checked against the Unicode data
   by a test), which adds fillers and variation selectors that are letters or
-  marks by category (U+115F, U+3164, U+FE0F, ...).
+  marks by category (U+115F, U+3164, U+FE0F, ...); or
+- it draws as a blank though it is neither a space nor ignorable: U+2800 BRAILLE
+  PATTERN BLANK (category `So`), used to fake an empty line or a gap.
 
 Spaces (`Zs`) and visible combining marks are not hidden.
 """
@@ -23,6 +25,7 @@ from bisect import bisect_right
 from boxmaker.core.unicode_tables import DEFAULT_IGNORABLE
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+BLANK_SYMBOLS = frozenset("\u2800")  # symbols that draw nothing
 
 _FIRSTS = tuple(first for first, _ in DEFAULT_IGNORABLE)
 
@@ -37,4 +40,8 @@ def is_hidden(char: str) -> bool:
     """True when the one character `char` must be escaped before a terminal sees it."""
     if " " <= char <= "~":
         return False  # printable ASCII, the common case
-    return unicodedata.category(char) in HIDDEN_CATEGORIES or is_default_ignorable(ord(char))
+    return (
+        unicodedata.category(char) in HIDDEN_CATEGORIES
+        or char in BLANK_SYMBOLS
+        or is_default_ignorable(ord(char))
+    )

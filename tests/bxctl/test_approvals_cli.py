@@ -122,6 +122,8 @@ INVISIBLE = [
     pytest.param("\U000ffffd", "\\udbbf\\udffd", id="plane-15-private-use"),
     pytest.param("\u0378", "\\u0378", id="unassigned"),
     pytest.param("\ufffe", "\\ufffe", id="noncharacter"),
+    pytest.param("\u2800", "\\u2800", id="braille-pattern-blank"),
+    pytest.param("\u1160", "\\u1160", id="hangul-jungseong-filler"),
 ]
 
 

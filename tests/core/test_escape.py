@@ -40,15 +40,23 @@ IGNORABLE = [
 ]
 
 
+BLANKS = {0x2800}  # BRAILLE PATTERN BLANK: a symbol that draws nothing
+
+
 def hidden(char: str) -> bool:
     code = ord(char)
-    return unicodedata.category(char) in CATEGORIES or any(a <= code <= b for a, b in IGNORABLE)
+    return (
+        unicodedata.category(char) in CATEGORIES
+        or code in BLANKS
+        or any(a <= code <= b for a, b in IGNORABLE)
+    )
 
 
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
 HIDDEN_CHAR = st.one_of(
     st.characters(categories=("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")),
     *(st.integers(a, b).map(chr) for a, b in IGNORABLE),
+    st.sampled_from(sorted(chr(code) for code in BLANKS)),
 )
 TEXT = st.text(st.one_of(ANY_CHAR, HIDDEN_CHAR))
 
@@ -91,6 +99,7 @@ NAMED = [
     pytest.param("\U0010fffd", "\\udbff\\udffd", id="plane-16-private-use-co"),
     pytest.param("\u0378", "\\u0378", id="unassigned-cn"),
     pytest.param("\uffff", "\\uffff", id="noncharacter-cn"),
+    pytest.param("\u2800", "\\u2800", id="braille-pattern-blank"),
 ]
 
 
