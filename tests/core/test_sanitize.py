@@ -128,6 +128,36 @@ def test_refuse_names_the_rule_and_where(text: str, rule: str, start: int) -> No
     assert all(f.action is Action.REFUSE for f in findings)
 
 
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"-----BEGIN PRIVATE KEY----- {PEM_BODY}...AoIBAQC7 -----END PRIVATE KEY-----",
+        f"> -----BEGIN PRIVATE KEY-----\n> {PEM_BODY}\n> -----END PRIVATE KEY-----",
+        f"# -----BEGIN RSA PRIVATE KEY-----\n# {PEM_BODY}",
+        f"// -----BEGIN EC PRIVATE KEY-----\n// {PEM_BODY}",
+        f"- -----BEGIN OPENSSH PRIVATE KEY-----\n  {PEM_BODY}",
+        f"  * -----BEGIN PRIVATE KEY-----\n  * {PEM_BODY}",
+    ],
+    ids=["one-line", "quoted", "hash-comment", "slash-comment", "list-item", "block-comment"],
+)
+def test_a_private_key_pasted_on_one_line_quoted_or_commented_is_refused(text: str) -> None:
+    assert [f.rule for f in refuse(text)] == ["private-key"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-----BEGIN PRIVATE KEY----- is the header a PEM file starts with",
+        "> the header `-----BEGIN PRIVATE KEY-----` marks a key",
+    ],
+)
+def test_prose_about_a_private_key_header_passes(text: str) -> None:
+    assert refuse(text, memory=True) == []
+
+
 @pytest.mark.parametrize(
     "text",
     [

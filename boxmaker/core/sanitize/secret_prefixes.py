@@ -17,11 +17,13 @@ must also start a word: no letter, digit, `_` or `-` right before it (so
 - `secret-aws`: AKIA or ASIA then exactly 16 upper-case letters or digits, with
   no letter or digit after them.
 - `private-key`: a `-----BEGIN ... PRIVATE KEY-----` header (OpenSSH, RSA, EC,
-  DSA, ENCRYPTED, PGP's `PRIVATE KEY BLOCK`) that is a line of its own (spaces
-  around it allowed), or that is followed by a key body: a newline, or the two
-  characters `\\n` of a JSON string, then base64 (a key pasted from a service
-  account file). A header quoted inside code (`startswith("-----BEGIN ...")`)
-  is neither.
+  DSA, ENCRYPTED, PGP's `PRIVATE KEY BLOCK`) that is a line of its own (spaces,
+  and quote, comment or list marks `> # // * ; -` before it, allowed), or that
+  is followed by a key body: 16 base64 characters on the same line after spaces
+  (a key pasted on one line), or after a newline, or the two characters `\\n` of
+  a JSON string (a service account file), and up to eight such marks (a key
+  quoted or commented line by line). A header quoted inside code
+  (`startswith("-----BEGIN ...")`) is neither.
 
 Every pattern starts with a literal, so a scan skips to candidates at `memchr`
 speed; the word-start test is done on the candidate, not by a look-behind (which
@@ -50,7 +52,11 @@ PRIVATE_KEY = "private-key"
 _WORDISH = re.compile(r"[A-Za-z0-9_-]")
 _RANDOM = re.compile(r"[A-Z0-9]")
 _LINE_END = re.compile(r"[ \t]*(?:\r?\n|$)")
-_KEY_BODY = re.compile(r"(?:\r?\n|\\n)[A-Za-z0-9+/=]{16}")
+# what may stand before a line of a pasted key: a quote, a comment, a list marker
+_LINE_MARKS = " \t>#/*;-"
+# a key body after its header: on the same line after spaces, or on the next line
+# (a newline, or `\n` in a JSON string) after quote, comment or list marks
+_KEY_BODY = re.compile(r"[ \t]*(?:(?:\r?\n|\\n)[ \t>#/*;-]{0,8})?[A-Za-z0-9+/=]{16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +84,8 @@ def _aws(text: str, match: re.Match[str]) -> bool:
 def _private_key(text: str, match: re.Match[str]) -> bool:
     start = match.start()
     line_start = text.rfind("\n", 0, start) + 1
-    own_line = text[line_start:start].strip(" \t") == "" and _LINE_END.match(text, match.end())
+    before = text[line_start:start].strip(_LINE_MARKS)
+    own_line = before == "" and _LINE_END.match(text, match.end())
     return bool(own_line) or _KEY_BODY.match(text, match.end()) is not None
 
 
