@@ -22,6 +22,12 @@ Rules, in the order a write follows them:
    Each identity entry is checked against the refuse rules again; one that fails,
    or one marked untrusted by hand, is left out and logged with its rule and id
    (never its text). Stored memory is never rewritten by a rule change.
+7. The block has a budget, BLOCK_BYTES of UTF-8 (about 4,000 tokens at the
+   least): soul.md first (cut at a character boundary if it alone passes), then
+   the entries in order while the next one fits; every entry after the first
+   that does not is left out whole with the rule `over-budget`, logged with its
+   id, and counted in the reply's `excluded`. So a store of any size answers a
+   block that fits a frame and the model's context.
 """
 
 from __future__ import annotations
@@ -84,6 +90,10 @@ class WriteResult:
     entry: Entry | None = None
     action: WriteAction | None = None
     rule: str | None = None
+
+
+BLOCK_BYTES = 16_384  # the memory block, at most (rule 7)
+OVER_BUDGET = "over-budget"
 
 
 @dataclass(frozen=True)
@@ -223,25 +233,45 @@ class MemoryStore:
         return read_entries(self._path(kind), kind)
 
     def memory_block(self) -> tuple[str, list[Excluded]]:
-        """soul.md, then memory.md's and user.md's entries that pass (rule 6)."""
+        """soul.md, then memory.md's and user.md's entries that pass (rule 6), within
+        BLOCK_BYTES (rule 7)."""
         parts: list[str] = []
         soul = read_soul(self.directory)
         if soul.strip():
-            parts.append(soul.rstrip("\n"))
+            parts.append(_cut_utf8(soul.rstrip("\n"), BLOCK_BYTES))
+        used = _size(parts)
+        full = False
         excluded: list[Excluded] = []
         for kind in IDENTITY_KINDS:
             texts: list[str] = []
+            heading = _BLOCK_HEADINGS[kind]
             for entry in self.entries(kind):
                 findings = refuse(entry.text, memory=True)
                 rule = findings[0].rule if findings else ("untrusted" if entry.untrusted else None)
                 if rule is None:
-                    texts.append(entry.text)
-                    continue
+                    # what this entry adds: its separator, and the heading if it is the first
+                    added = len(entry.text.encode()) + 2 + (0 if texts else len(heading.encode()) + 2)
+                    if full or used + added > BLOCK_BYTES:
+                        full, rule = True, OVER_BUDGET
+                    else:
+                        texts.append(entry.text)
+                        used += added
+                        continue
                 excluded.append(Excluded(kind, entry.id, rule))
                 log.warning("event=entry_excluded rule=%s id=%s file=%s", rule, entry.id, kind)
             if texts:
-                parts.append("\n\n".join([_BLOCK_HEADINGS[kind], *texts]))
+                parts.append("\n\n".join([heading, *texts]))
         return "\n\n".join(parts), excluded
+
+
+def _size(parts: Sequence[str]) -> int:
+    return len("\n\n".join(parts).encode())
+
+
+def _cut_utf8(text: str, limit: int) -> str:
+    """`text`, cut to at most `limit` bytes of UTF-8 at a character boundary."""
+    data = text.encode()
+    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
 
 
 def _check_identity(kind: str) -> None:

@@ -16,7 +16,7 @@ from boxmaker.core.sanitize import flag, refuse
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, read_journal
 from boxmaker.memoryd.rules import Placement, WriteAction
-from boxmaker.memoryd.store import MemoryStore, Provenance
+from boxmaker.memoryd.store import BLOCK_BYTES, OVER_BUDGET, MemoryStore, Provenance
 
 ATTACK = Path(__file__).resolve().parent.parent / "fixtures" / "sanitize" / "attack.jsonl"
 CLEAN = Provenance("chat-1", "c1", DataClass.PRIVATE, untrusted=False)
@@ -292,3 +292,37 @@ def test_a_damaged_journal_line_is_named(tmp_path: Path) -> None:
 def test_a_placement_is_built_only_by_judge_write() -> None:
     with pytest.raises(TypeError):
         Placement("memory", False, None, None, None, object())
+
+
+def test_a_store_of_10_mib_answers_a_block_within_its_budget(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    at = "2026-11-30T12:00:00.000Z"
+    text = "The owner keeps notes in folders by year; " * 1_500  # about 63 KiB each
+    stored = [Entry(f"m-{n:04d}", "memory", f"{n}: {text}", False, at) for n in range(170)]
+    (store.directory / "memory.md").write_bytes(render_entries(stored))
+    (store.directory / "user.md").write_bytes(
+        render_entries([Entry("u-0001", "user", "The owner is Kyle.", False, at)])
+    )
+    assert (store.directory / "memory.md").stat().st_size > 10 * 2**20
+    (store.directory / "soul.md").write_text("I am careful.\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="boxmaker.memoryd.store"):
+        block, excluded = store.memory_block()
+    assert len(block.encode()) <= BLOCK_BYTES
+    assert block == "I am careful."
+    # the first that does not fit, and every entry after it, left out by name
+    assert {e.rule for e in excluded} == {OVER_BUDGET}
+    assert [e.id for e in excluded] == [f"m-{n:04d}" for n in range(170)] + ["u-0001"]
+    assert "event=entry_excluded rule=over-budget id=m-0169" in caplog.text
+
+
+def test_entries_fill_the_block_in_order_until_one_does_not_fit(store: MemoryStore) -> None:
+    at = "2026-11-30T12:00:00.000Z"
+    small = [Entry(f"m-{n}", "memory", f"fact {n} " + "x" * 3_000, False, at) for n in range(8)]
+    (store.directory / "memory.md").write_bytes(render_entries(small))
+    block, excluded = store.memory_block()
+    kept = block.count("fact ")
+    assert 0 < kept < 8
+    assert len(block.encode()) <= BLOCK_BYTES
+    assert [e.id for e in excluded] == [f"m-{n}" for n in range(kept, 8)]
+    assert [f"fact {n} " in block for n in range(kept)] == [True] * kept
