@@ -29,8 +29,10 @@ Rules, in the order the code below applies them:
 4. Ranking is BM25 (FTS5's `rank`), best first; `limit` is clamped to
    `0..MAX_LIMIT`.
 5. A result is untrusted when any entry it returns is untrusted (an untrusted
-   note): the reading session becomes memory-tainted, which brokerd applies.
-   Entries are returned as the files hold them, with their `untrusted` mark.
+   note), or is one the memory block would leave out (it fails a refuse rule
+   again: an entry edited by hand with a bidi control, a key): the reading session
+   becomes memory-tainted, which brokerd applies. Entries are returned as the
+   files hold them, with their `untrusted` mark.
 
 Concurrency: memoryd serves one thread per connection, so one lock guards the
 database and the entry table; every method takes it, briefly. `rebuild` reads the
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from boxmaker.core.args import MAX_RECALL
+from boxmaker.core.sanitize import refuse
 from boxmaker.memoryd.files import FILES, Entry, read_entries
 
 MAX_TERMS = 32
@@ -195,4 +198,9 @@ class RecallIndex:
             return RecallResult(entries=[], untrusted=False)
         with self._lock:
             entries = self._index.search(expression, limit)
-        return RecallResult(entries=entries, untrusted=any(e.untrusted for e in entries))
+        return RecallResult(entries=entries, untrusted=any(_untrusted(e) for e in entries))
+
+
+def _untrusted(entry: Entry) -> bool:
+    """Marked untrusted, or failing a refuse rule as the memory block judges it (rule 5)."""
+    return entry.untrusted or bool(refuse(entry.text, memory=True))

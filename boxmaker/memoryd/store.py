@@ -250,7 +250,8 @@ class MemoryStore:
                 rule = findings[0].rule if findings else ("untrusted" if entry.untrusted else None)
                 if rule is None:
                     # what this entry adds: its separator, and the heading if it is the first
-                    added = len(entry.text.encode()) + 2 + (0 if texts else len(heading.encode()) + 2)
+                    opening = 0 if texts else len(heading.encode()) + 2
+                    added = len(entry.text.encode()) + 2 + opening
                     if full or used + added > BLOCK_BYTES:
                         full, rule = True, OVER_BUDGET
                     else:

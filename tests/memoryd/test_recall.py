@@ -282,3 +282,22 @@ def _shared_index() -> RecallIndex:
 
 
 SHARED = _shared_index()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["deploy with \u202emake\u202c", "the token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"],
+    ids=["bidi-control", "secret"],
+)
+def test_an_entry_the_block_would_leave_out_is_recalled_as_untrusted(
+    tmp_path: Path, text: str
+) -> None:
+    # edited into memory.md by hand: the block leaves it out, so recall must not vouch for it
+    at = "2026-11-30T12:00:00.000Z"
+    write(tmp_path, "memory", [Entry("m-hand", "memory", text, False, at)])
+    recall = RecallIndex(tmp_path)
+    recall.rebuild()
+    result = recall.recall("deploy token make")
+    assert [e.id for e in result.entries] == ["m-hand"]
+    assert result.entries[0].untrusted is False  # returned as the file holds it
+    assert result.untrusted is True
