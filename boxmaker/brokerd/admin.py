@@ -46,6 +46,7 @@ from boxmaker.core.messages import (
     GrantsReport,
     Message,
     Ok,
+    PendingApproval,
     Refuse,
     SessionStateItem,
     SessionStateList,
@@ -75,7 +76,7 @@ class AdminHandler:
         envelope = conn.read_request()
         message = envelope.message
         if isinstance(message, Approvals):
-            *pages, last = page_items(self.table.items(), envelope.id)
+            *pages, last = page_items(self.listed(), envelope.id)
             for page in pages:
                 conn.send(ApprovalList(items=page), final=False)
             conn.send(ApprovalList(items=last), final=True)
@@ -91,6 +92,22 @@ class AdminHandler:
             conn.send(SessionStateList(items=final), final=True)
             return
         conn.send(self.answer(message), final=True)
+
+    def listed(self) -> list[PendingApproval]:
+        """What waits, each with the call that made its session untrusted as the
+        session's state says now: a session that turned untrusted after the ask shows
+        it too (approving re-checks `when_untrusted` all the same)."""
+        items: list[PendingApproval] = []
+        for item in self.table.items():
+            if item.untrusted_by is None:
+                try:
+                    state = self.sessions.read(item.session)
+                except StateUnreadableError:
+                    state = UNKNOWN_STATE
+                if state.untrusted and state.untrusted_by is not None:
+                    item = item.model_copy(update={"untrusted_by": state.untrusted_by})
+            items.append(item)
+        return items
 
     def session_states(self) -> list[SessionStateItem] | Error:
         """Every session's state as brokerd has it (the module docstring); an error
@@ -121,7 +138,7 @@ class AdminHandler:
 
     def answer(self, message: Message) -> Message:
         if isinstance(message, Approvals):
-            return ApprovalList(items=self.table.items())
+            return ApprovalList(items=tuple(self.listed()))
         if isinstance(message, CheckGrants):
             return GrantsReport(problems=self.grants.load().problems)
         if isinstance(message, Status):

@@ -24,6 +24,7 @@ from boxmaker.core.messages import (
     ApproveResult,
     DeniedResponse,
     PendingApprovalResponse,
+    Refuse,
     ResultResponse,
     ToolRequest,
     UntrustedBy,
@@ -162,3 +163,28 @@ def test_when_untrusted_written_in_the_grant(
     decision = decision_of(brokerd, "c1")
     assert decision.outcome == outcome
     assert decision.grant == "scratch-write"
+
+
+def test_a_session_that_turns_untrusted_after_the_ask_shows_it_in_the_list(
+    tmp_path: Path, places: dict[str, Path]
+) -> None:
+    grants = tmp_path / "grants"
+    write_grant(grants, "web-read", tool="read_file", untrusted=True, paths=[str(places["web"])])
+    write_grant(
+        grants, "scratch-ask", tool="write_file", mode="ask", paths=[str(places["scratch"])]
+    )
+    with (
+        running_brokerd(tmp_path, grants_dir=grants) as b,
+        b.open_call(request("write_file", write_args(places), "w1")) as call,
+    ):
+        first = call.first()
+        assert isinstance(first.message, PendingApprovalResponse)
+        before = b.admin(Approvals())[-1].message
+        assert isinstance(before, ApprovalList)
+        assert before.items[0].untrusted_by is None  # trusted when it asked
+        read_untrusted(b, places)  # the same session reads untrusted content meanwhile
+        after = b.admin(Approvals())[-1].message
+        assert isinstance(after, ApprovalList)
+        (item,) = after.items
+        assert item.untrusted_by == UntrustedBy(session=SESSION, call="r1", tool="read_file")
+        b.admin(Refuse(approval=first.message.approval))
