@@ -65,7 +65,6 @@ from boxmaker.core.policy import DIGEST_SHORT
 APPROVE_EMOJI = frozenset({"white_check_mark", "heavy_check_mark", "+1"})
 REFUSE_EMOJI = frozenset({"x", "no_entry", "-1", "no_entry_sign"})
 
-MAX_POST_CHARS = 16_383  # Mattermost's limit on a post's message
 MAX_SHOWN_ARGUMENTS = 12_000  # what is left after the rest of the post, with room to spare
 
 _REPLY = re.compile(r"(approve|refuse) ([0-9]+)(?: (.*))?", re.IGNORECASE | re.DOTALL)

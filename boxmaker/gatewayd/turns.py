@@ -27,7 +27,11 @@ a worker thread) and Mattermost (the client). The rules:
    (`context_compacted`), one post of its own in the thread says so, `context
    compacted: 1,812 -> 604 tokens` (loopd's two numbers, nothing the model
    wrote), while the answer post goes on streaming.
-5. **Failures** are said in the answer post in one line: loopd unreachable,
+5. **Long replies**: a final reply whose escaped text passes one post's length
+   (16,383 characters) goes on in follow-up posts in the thread, each escaped
+   from scratch, every part but the last saying it goes on
+   (`core.reply_parts`); while it streams, the answer post shows its first part.
+6. **Failures** are said in the answer post in one line: loopd unreachable,
    busy or refusing the turn (its error's own text), or a turn cut off; with
    `see runbook.md#loopd-unavailable` where loopd could not be reached. The
    owner's message is never retried by itself: a turn may have run tools.
@@ -57,6 +61,7 @@ from boxmaker.core.messages import (
     TurnEvent,
 )
 from boxmaker.core.reply_escape import NOTICE, escape_reply
+from boxmaker.core.reply_parts import split_reply
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.mm_model import MattermostError, Post
 from boxmaker.ipc.client import Request
@@ -116,9 +121,10 @@ def rendered(text: str, untrusted: bool) -> tuple[str, dict[str, str]]:
 
 def streaming(text: str) -> tuple[str, dict[str, str]]:
     """Part of a reply, as posted while the turn runs (rule 3): escaped as untrusted,
-    with `…` where the notice goes, since the turn's trust is not known yet."""
-    message, props = rendered(text, True)
-    return message.removesuffix(NOTICE) + STARTED, props
+    with `…` where the notice goes, since the turn's trust is not known yet; past one
+    post's length, its first part only (rule 5)."""
+    message = split_reply(text, True)[0]
+    return message.removesuffix(NOTICE) + STARTED, {"unsafe_links": "true"}
 
 
 class TurnRelay:
@@ -178,13 +184,25 @@ class TurnRelay:
                 final = f"loopd could not take this message: {said.message}"
         if final is None:
             final = f"{text}\n\n{CUT_OFF}" if text else CUT_OFF
-        await self._patch(answer.id, *rendered(final, untrusted))
-        log.info("event=turn_posted session=%s post=%s untrusted=%s", session, answer.id, untrusted)
+        first, *more = split_reply(final, untrusted)
+        props = {"unsafe_links": "true"} if untrusted else {}
+        await self._patch(answer.id, first, props)
+        for part in more:  # a reply longer than a post goes on in the thread (rule 5)
+            await self._say(post.channel_id, root, part, props)
+        log.info(
+            "event=turn_posted session=%s post=%s untrusted=%s posts=%d",
+            session,
+            answer.id,
+            untrusted,
+            1 + len(more),
+        )
 
-    async def _say(self, channel_id: str, root: str, message: str) -> None:
+    async def _say(
+        self, channel_id: str, root: str, message: str, props: dict[str, str] | None = None
+    ) -> None:
         """One post of gatewayd's own in the thread; a failure is logged, not the turn's."""
         try:
-            await self.chat.create_post(channel_id, message, root_id=root)
+            await self.chat.create_post(channel_id, message, root_id=root, props=props)
         except MattermostError as exc:
             log.error("event=post_failed root=%s %s", root, exc)
 

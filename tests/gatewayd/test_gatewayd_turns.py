@@ -23,6 +23,7 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
+from boxmaker.core.reply_parts import CONTINUED, MAX_POST_CHARS
 from boxmaker.gatewayd.config import (
     GatewaydConfig,
     LoopSection,
@@ -323,3 +324,25 @@ def test_a_compaction_is_one_line_of_its_own_in_the_thread(
         (asked["id"], "context compacted: 1,812 -> 604 tokens"),
     ]
     assert "context compacted" not in posts[0]["message"]  # the answer is the model's alone
+
+
+@pytest.mark.parametrize("untrusted", [False, True], ids=["clean", "untrusted"])
+def test_a_reply_longer_than_a_post_goes_on_in_the_thread(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd, untrusted: bool
+) -> None:
+    lines = [f"line {n}: the build passed on the runner [x](y) `code`" for n in range(900)]
+    text = "\n".join(lines)  # about 50,000 characters, more once escaped
+    loopd.answer = lambda peer: say(peer, text, untrusted=untrusted, chunks=4)
+    asked = fake.post_as(fake.owner, dm(fake), "show me the log")
+    wait_until(lambda: len(answered(fake, 1)) >= 4, 15.0, "the reply in several posts")
+    posts = answered(fake, 4)
+    assert all(p["root_id"] == asked["id"] for p in posts)
+    assert all(len(p["message"]) <= MAX_POST_CHARS for p in posts)
+    assert all(CONTINUED in p["message"] for p in posts[:-1])
+    assert CONTINUED not in posts[-1]["message"]
+    # every line of the reply is in exactly one post, in order
+    shown = [line for p in posts for line in p["message"].splitlines() if "the build" in line]
+    assert [line.split(":")[0] for line in shown] == [f"line {n}" for n in range(900)]
+    for p in posts:
+        assert (p["props"].get("unsafe_links") == "true") is untrusted
+        assert (NOTICE in p["message"]) is untrusted

@@ -1,0 +1,75 @@
+"""A reply too long for one post, as several: each part escaped from scratch. Pure; no I/O.
+
+Mattermost refuses a post (or an edit) whose message passes MAX_POST_CHARS code
+points, so gatewayd posts a long reply as its answer post and follow-up posts in
+the thread. The rules:
+
+1. **Parts are escaped alone.** Each part is a piece of the reply's text run
+   through `core.reply_escape.escape_reply` by itself, so no part depends on
+   another for its safety, and each carries the untrusted notice when the turn
+   was untrusted.
+2. **Cut on lines.** A part is the most whole lines whose escaped message fits;
+   a line that does not fit alone is cut between code points at the longest prefix
+   that fits. Every character of the reply is in exactly one part, in order, but
+   the white space at the end of a part that is cut.
+3. **Say so.** Every part but the last ends, before escaping, with a line saying
+   the reply goes on in the next post, so an owner who reads one post knows it is
+   not the whole answer.
+4. **Bounded work.** Each cut is found by binary search on the count of lines
+   (then of characters): about log2(n) escapes per part, not n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from boxmaker.core.reply_escape import escape_reply
+
+MAX_POST_CHARS = 16_383  # Mattermost's limit on a post's message, in code points
+CONTINUED = "(continued in the next post)"
+
+
+def split_reply(text: str, untrusted: bool, limit: int = MAX_POST_CHARS) -> list[str]:
+    """`text` as the messages of one or more posts, each within `limit` once escaped."""
+    parts: list[str] = []
+    rest = text
+    while True:
+        if _fits(rest, untrusted, limit):
+            parts.append(escape_reply(rest, untrusted).message)
+            return parts
+        cut = _longest_prefix(rest, lambda head: _fits(_continued(head), untrusted, limit))
+        if cut == 0:
+            raise ValueError(f"a post of {limit} characters cannot hold any part of this reply")
+        parts.append(escape_reply(_continued(rest[:cut]), untrusted).message)
+        rest = rest[cut:]
+
+
+def _continued(head: str) -> str:
+    return f"{head.rstrip()}\n\n{CONTINUED}"
+
+
+def _fits(text: str, untrusted: bool, limit: int) -> bool:
+    return len(escape_reply(text, untrusted).message) <= limit
+
+
+def _longest_prefix(text: str, fits: Callable[[str], bool]) -> int:
+    """The length of the longest prefix of `text` that `fits` and ends a line (or, when
+    no line fits whole, the longest that fits at all); 0 when none does."""
+    ends = [at + 1 for at, char in enumerate(text) if char == "\n"]
+    found = _search(len(ends), lambda count: fits(text[: ends[count - 1]]))
+    if found:
+        return ends[found - 1]
+    first_line = ends[0] if ends else len(text)
+    return _search(first_line, lambda count: fits(text[:count]))
+
+
+def _search(most: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in 1..most with fits(n) (fits is monotonic), else 0."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
