@@ -35,6 +35,9 @@ this order (the first that fails is the `Ignore`'s reason):
        the caller removes a post from that table, atomically, as soon as one
        answer counts, so only the first answer counts;
     5. the approval has not expired: now < expires;
+       (an approve on a post that cannot show the arguments, because with them it
+       would pass Mattermost's post length, never counts: the post says to use
+       bxctl, and only a refusal counts there)
     6. a reaction's emoji is in APPROVE_EMOJI (approve) or REFUSE_EMOJI
        (refuse); a reply's whole text, surrounding whitespace aside, is
        `approve <id>` or `refuse <id>` optionally followed by one space and a
@@ -66,6 +69,7 @@ APPROVE_EMOJI = frozenset({"white_check_mark", "heavy_check_mark", "+1"})
 REFUSE_EMOJI = frozenset({"x", "no_entry", "-1", "no_entry_sign"})
 
 MAX_SHOWN_ARGUMENTS = 12_000  # what is left after the rest of the post, with room to spare
+MAX_SHOWN_POST = 15_000  # the block's most, leaving room for the lines around it
 
 _REPLY = re.compile(r"(approve|refuse) ([0-9]+)(?: (.*))?", re.IGNORECASE | re.DOTALL)
 
@@ -92,9 +96,7 @@ def shown_arguments(arguments: str) -> tuple[str, str | None]:
     return shown[:MAX_SHOWN_ARGUMENTS], note
 
 
-def details(item: PendingApproval) -> str:
-    """The approval's fields as one fenced block (the part both texts share)."""
-    arguments, note = shown_arguments(item.arguments)
+def _fields(item: PendingApproval) -> list[str]:
     lines = [
         f"approval   {item.approval}",
         f"tool       {escape_arguments(item.tool)}",
@@ -108,9 +110,33 @@ def details(item: PendingApproval) -> str:
         lines.append(
             f"untrusted  since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
         )
-    lines.append(f"arguments  {arguments}")
-    block = fenced("\n".join(lines))
-    return block if note is None else f"{block}\n{note}"
+    return lines
+
+
+def details(item: PendingApproval) -> str:
+    """The approval's fields as one fenced block (the part both texts share); without
+    the arguments when, with them, the post would pass Mattermost's length."""
+    return _details(item)[0]
+
+
+def shows_arguments(item: PendingApproval) -> bool:
+    """Whether the post shows the arguments (some or all): only then may chat approve."""
+    return _details(item)[1]
+
+
+def _details(item: PendingApproval) -> tuple[str, bool]:
+    arguments, note = shown_arguments(item.arguments)
+    block = fenced("\n".join([*_fields(item), f"arguments  {arguments}"]))
+    whole = block if note is None else f"{block}\n{note}"
+    if len(whole) <= MAX_SHOWN_POST:
+        return whole, True
+    length = len(escape_arguments(item.arguments))
+    notice = (
+        f"Its arguments ({length:,} characters) cannot be shown in a post. Read them with"
+        f" `bxctl approvals`, then answer there: `bxctl approve {item.approval}` or"
+        f" `bxctl refuse {item.approval}`. Here, only a refusal counts."
+    )
+    return f"{fenced(chr(10).join(_fields(item)))}\n{notice}", False
 
 
 def post_text(item: PendingApproval) -> str:
@@ -156,6 +182,7 @@ class PostedApproval:
     post: str
     approval: int
     expires: str  # brokerd's expiry, a wire timestamp
+    shown: bool = True  # the post shows the arguments: False, only refusing counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +258,13 @@ def judge(
     return _by_reply(event.message, posted)
 
 
+NOT_SHOWN = "the post does not show the arguments: approve it with bxctl"
+
+
 def _by_emoji(emoji: str, posted: PostedApproval) -> Judgement:
     if emoji in APPROVE_EMOJI:
+        if not posted.shown:
+            return Ignore(NOT_SHOWN)
         return Approve(posted.approval, posted.post)
     if emoji in REFUSE_EMOJI:
         return Refuse(posted.approval, posted.post, None)
@@ -250,6 +282,8 @@ def _by_reply(message: str, posted: PostedApproval) -> Judgement:
     if verb == ReplyAnswer.APPROVE:
         if match.group(3) is not None:
             return Ignore("`approve <id>` takes nothing after the id")
+        if not posted.shown:
+            return Ignore(NOT_SHOWN)
         return Approve(posted.approval, posted.post)
     if reason is None:
         return Refuse(posted.approval, posted.post, None)

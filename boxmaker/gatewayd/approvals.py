@@ -141,7 +141,9 @@ class ApprovalDesk:
             post = await self.chat.create_post(self.owner.channel_id, text, props=UNSAFE)
             waiting = _Waiting(item, post.id)
             with self._lock:
-                self._posts[post.id] = rules.PostedApproval(post.id, item.approval, item.expires)
+                self._posts[post.id] = rules.PostedApproval(
+                    post.id, item.approval, item.expires, rules.shows_arguments(item)
+                )
                 self._waiting[post.id] = waiting
                 self._items[item.approval] = (item, post.id)
                 self._made.append(post.id)

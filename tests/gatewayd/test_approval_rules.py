@@ -16,6 +16,7 @@ from markdown_it.token import Token
 from boxmaker.core.audit_records import ApprovalAnswer
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ApprovalOutcome, PendingApproval, UntrustedBy
+from boxmaker.core.reply_parts import MAX_POST_CHARS
 from boxmaker.gatewayd.approval_rules import (
     APPROVE_EMOJI,
     MAX_SHOWN_ARGUMENTS,
@@ -31,6 +32,7 @@ from boxmaker.gatewayd.approval_rules import (
     judge,
     outcome_text,
     post_text,
+    shows_arguments,
 )
 
 OWNER = "owner0000000000000000000aa"
@@ -315,3 +317,25 @@ def test_a_hostile_tool_name_stays_on_its_line_inside_the_fence() -> None:
     assert "tool       shell\\u000a````\\u000a# owned" in block.content
     assert "attacker" not in inline_text(tokens)
     assert "@all" not in inline_text(tokens)
+
+
+def test_arguments_that_cannot_be_posted_give_a_notice_that_names_bxctl() -> None:
+    # about 12,000 backticks: fenced, the block alone would pass Mattermost's limit
+    waiting = item('{"command":"' + "`" * 12_000 + '"}')
+    text = post_text(waiting)
+    assert len(text) <= MAX_POST_CHARS
+    assert "cannot be shown in a post" in text
+    assert "`bxctl approve 41`" in text
+    assert "``````" not in text  # none of the arguments
+    assert not shows_arguments(waiting)
+    settled = ApprovalOutcome(approval=41, answer=ApprovalAnswer.REFUSED, outcome="refused")
+    assert len(outcome_text(waiting, settled)) <= MAX_POST_CHARS
+    assert shows_arguments(item('{"command":"ls"}'))
+
+
+def test_on_a_post_without_the_arguments_only_a_refusal_counts() -> None:
+    posts = {POST: PostedApproval(post=POST, approval=41, expires=EXPIRES, shown=False)}
+    assert isinstance(judge(reaction(), posts, OWNER, DM, NOW), Ignore)
+    assert isinstance(judge(reply("approve 41"), posts, OWNER, DM, NOW), Ignore)
+    assert judge(reaction("x"), posts, OWNER, DM, NOW) == Refuse(41, POST, None)
+    assert judge(reply("refuse 41"), posts, OWNER, DM, NOW) == Refuse(41, POST, None)
