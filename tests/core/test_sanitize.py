@@ -128,6 +128,37 @@ def test_refuse_names_the_rule_and_where(text: str, rule: str, start: int) -> No
     assert all(f.action is Action.REFUSE for f in findings)
 
 
+FULL_WIDTH = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in map(chr, range(0x21, 0x7F))})
+
+
+@pytest.mark.parametrize(
+    ("text", "rule", "start"),
+    [
+        ("TOKEN_ghp_" + KEY, "secret-github", 6),
+        ("export GH=x-github_pat_" + KEY, "secret-github", 12),
+        ("my_glpat-" + KEY[:20], "secret-gitlab", 3),
+        ("SLACK_xoxb-1234567890ab", "secret-slack", 6),
+        ("KEY_AKIA" + "ABCDEFGHIJ234567", "secret-aws", 4),
+        ("https://x.example/?t=ghp%5F" + KEY, "secret-github", 21),
+        ("token " + ("ghp_" + KEY).translate(FULL_WIDTH), "secret-github", 6),
+        ("id " + ("AKIA" + "ABCDEFGHIJ234567").translate(FULL_WIDTH), "secret-aws", 3),
+    ],
+    ids=[
+        "github-in-a-word",
+        "fine-grained-in-a-word",
+        "gitlab-in-a-word",
+        "slack-in-a-word",
+        "aws-in-a-word",
+        "url-encoded",
+        "full-width",
+        "full-width-aws",
+    ],
+)
+def test_a_key_inside_a_word_or_in_disguise_is_refused(text: str, rule: str, start: int) -> None:
+    assert [(f.rule, f.start) for f in refuse(text)] == [(rule, start)]
+    assert all(KEY[8:] not in f.excerpt for f in refuse(text))
+
+
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
 
 

@@ -2,8 +2,12 @@
 
 Each rule has a minimum length after its prefix, so that prose naming the prefix
 does not match (`sk-learn` is not a key, nor is a short `AKIA` mention). A match
-must also start a word: no letter, digit, `_` or `-` right before it (so
-`ask-for-help` and `task-...` never start one).
+of `sk-` must also start a word: no letter, digit, `_` or `-` right before it
+(so `ask-for-help` and `task-...` never start one); the other prefixes are
+distinctive enough to count anywhere, inside a word too (`TOKEN_ghp_...`).
+Each rule is also run over the text's disguises: full-width ASCII folded
+(U+FF47 U+FF48 U+FF50 U+FF3F for `ghp_`) and %XX escapes decoded
+(`ghp%5F...`), a finding placed where the disguise starts.
 
 - `secret-github`: ghp_, gho_, ghu_, ghs_ or ghr_ then at least 30 letters or
   digits (a token has 36); github_pat_ then at least 22 of letters, digits and `_`.
@@ -56,6 +60,7 @@ _LINE_END = re.compile(r"[ \t]*(?:\r?\n|$)")
 _LINE_MARKS = " \t>#/*;-"
 # a key body after its header: on the same line after spaces, or on the next line
 # (a newline, or `\n` in a JSON string) after quote, comment or list marks
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 _KEY_BODY = re.compile(r"[ \t]*(?:(?:\r?\n|\\n)[ \t>#/*;-]{0,8})?[A-Za-z0-9+/=]{16}")
 
 
@@ -77,8 +82,9 @@ def _openai(text: str, match: re.Match[str]) -> bool:
     return _starts_word(text, match) and _RANDOM.search(match.group(), 3) is not None
 
 
-def _aws(text: str, match: re.Match[str]) -> bool:
-    return _starts_word(text, match)
+def _anywhere(text: str, match: re.Match[str]) -> bool:
+    """A prefix distinctive enough to count inside a word (`TOKEN_ghp_...`)."""
+    return True
 
 
 def _private_key(text: str, match: re.Match[str]) -> bool:
@@ -100,24 +106,24 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "github-classic",
         re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"),
         _cut_at("_"),
-        _starts_word,
+        _anywhere,
     ),
     SecretPattern(
         GITHUB,
         "github-fine-grained",
         re.compile(r"github_pat_[A-Za-z0-9_]{22,}"),
         lambda _: "github_pat_",
-        _starts_word,
+        _anywhere,
     ),
     SecretPattern(
-        GITLAB, "gitlab", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), _cut_at("-"), _starts_word
+        GITLAB, "gitlab", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), _cut_at("-"), _anywhere
     ),
     SecretPattern(OPENAI, "openai", re.compile(r"sk-[A-Za-z0-9_-]{20,}"), _cut_at("-"), _openai),
     SecretPattern(
-        SLACK, "slack", re.compile(r"xox[baprs]-[A-Za-z0-9-]{10,}"), _cut_at("-"), _starts_word
+        SLACK, "slack", re.compile(r"xox[baprs]-[A-Za-z0-9-]{10,}"), _cut_at("-"), _anywhere
     ),
     SecretPattern(
-        AWS, "aws", re.compile(r"A[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])"), lambda t: t[:4], _aws
+        AWS, "aws", re.compile(r"A[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])"), lambda t: t[:4], _anywhere
     ),
     SecretPattern(
         PRIVATE_KEY,
@@ -139,17 +145,49 @@ def secret_matches(text: str) -> list[tuple[SecretPattern, re.Match[str]]]:
     ]
 
 
+def _disguised(text: str) -> list[tuple[str, list[int]]]:
+    """`text` as a key in disguise would read: full-width ASCII folded, and
+    %XX escapes decoded (`ghp%5F`); each with the original offset of every
+    character. Only the forms that differ from `text` are given."""
+    forms: list[tuple[str, list[int]]] = []
+    if any("\uff01" <= c <= "\uff5e" for c in text):
+        folded = "".join(chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c for c in text)
+        forms.append((folded, list(range(len(text)))))
+    if "%" in text:
+        chars: list[str] = []
+        origin: list[int] = []
+        at = 0
+        while at < len(text):
+            escape = _PERCENT.match(text, at)
+            if escape is not None:
+                chars.append(chr(int(escape.group(1), 16)))
+                origin.append(at)
+                at = escape.end()
+            else:
+                chars.append(text[at])
+                origin.append(at)
+                at += 1
+        forms.append(("".join(chars), origin))
+    return forms
+
+
 def refused_secrets(text: str) -> list[Finding]:
-    """One refuse finding per secret found in `text`."""
-    return [
-        Finding(
-            Action.REFUSE,
-            pattern.rule,
-            match.start(),
-            pattern.prefix(match.group()) + ("" if pattern.rule == PRIVATE_KEY else "…"),
-        )
+    """One refuse finding per secret found in `text`, or in a disguise of it (full
+    width, %XX escapes: `_disguised`), at its place in `text`."""
+    found = {
+        (pattern.rule, match.start()): _finding(pattern, match.group(), match.start())
         for pattern, match in secret_matches(text)
-    ]
+    }
+    for form, origin in _disguised(text):
+        for pattern, match in secret_matches(form):
+            start = origin[match.start()]
+            found.setdefault((pattern.rule, start), _finding(pattern, match.group(), start))
+    return sorted(found.values(), key=lambda f: (f.start, f.rule))
+
+
+def _finding(pattern: SecretPattern, matched: str, start: int) -> Finding:
+    excerpt = pattern.prefix(matched) + ("" if pattern.rule == PRIVATE_KEY else "…")
+    return Finding(Action.REFUSE, pattern.rule, start, excerpt)
 
 
 def redact(text: str) -> str:
