@@ -37,7 +37,9 @@ def split_reply(text: str, untrusted: bool, limit: int = MAX_POST_CHARS) -> list
         if _fits(rest, untrusted, limit):
             parts.append(escape_reply(rest, untrusted).message)
             return parts
-        cut = _longest_prefix(rest, lambda head: _fits(_continued(head), untrusted, limit))
+        # escaping never shortens a text: a part is at most `limit` characters of it
+        window = rest[:limit]
+        cut = _longest_prefix(window, lambda head: _fits(_continued(head), untrusted, limit))
         if cut == 0:
             raise ValueError(f"a post of {limit} characters cannot hold any part of this reply")
         parts.append(escape_reply(_continued(rest[:cut]), untrusted).message)

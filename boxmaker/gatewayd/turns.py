@@ -61,7 +61,7 @@ from boxmaker.core.messages import (
     TurnEvent,
 )
 from boxmaker.core.reply_escape import NOTICE, escape_reply
-from boxmaker.core.reply_parts import split_reply
+from boxmaker.core.reply_parts import MAX_POST_CHARS, split_reply
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.mm_model import MattermostError, Post
 from boxmaker.ipc.client import Request
@@ -123,7 +123,9 @@ def streaming(text: str) -> tuple[str, dict[str, str]]:
     """Part of a reply, as posted while the turn runs (rule 3): escaped as untrusted,
     with `…` where the notice goes, since the turn's trust is not known yet; past one
     post's length, its first part only (rule 5)."""
-    message = split_reply(text, True)[0]
+    # the first part is within the first MAX_POST_CHARS characters (escaping never
+    # shortens): looking no further keeps each edit's work bounded however long the reply
+    message = split_reply(text[:MAX_POST_CHARS], True)[0]
     return message.removesuffix(NOTICE) + STARTED, {"unsafe_links": "true"}
 
 
