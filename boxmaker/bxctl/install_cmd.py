@@ -393,6 +393,7 @@ def plan(layout: Layout) -> list[Step]:
             Directory(home.loop_sessions.parent, 0o700, loop, loop),
             Directory(home.models, 0o755, loop, loop),
             Directory(home.memory, 0o700, memory, memory),
+            Directory(home.gateway, 0o700, gateway, gateway),
             Directory(layout.log, 0o750, "root", _primary_group(layout.owner)),
             Directory(layout.run, 0o750, "root", _primary_group(layout.owner)),
             File(

@@ -16,6 +16,7 @@ else /var/lib/boxmaker:
     <home>/loop/sessions/<id>.jsonl      loopd's session logs
     <home>/models/                       the embedded model, assembled at first start
     <home>/memory/                       memoryd's files and journal
+    <home>/gateway/watermark.json        gatewayd's place in the Mattermost stream
 
 A link's directory and socket have one of two mode pairs: shared (a root install:
 the directory 2750, set-group-id so the socket keeps the link's group, and the
@@ -116,3 +117,7 @@ class Home:
     @property
     def memory(self) -> Path:
         return self.root / "memory"
+
+    @property
+    def gateway(self) -> Path:
+        return self.root / "gateway"

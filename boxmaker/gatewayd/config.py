@@ -9,7 +9,9 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
                   says so and exits 0), owner (the owner's user id, 26 characters
                   of a-z and 0-9: only its direct messages are turns, only its
                   answers approve), edit_interval_ms (the least time between two
-                  edits of a streamed reply)
+                  edits of a streamed reply), catch_up_s (after a restart, the
+                  owner's messages sent while gatewayd was down are answered
+                  if no older than this; 0 to 604800, default 3600)
     [loop]        socket (loopd's loop.sock), timeout_ms (the longest wait for
                   loopd's next answer in a turn)
     [sockets]     gateway (gateway.sock, for brokerd), group_access
@@ -36,6 +38,7 @@ KNOWN_VARIABLES = (HOME_VARIABLE,)
 TOKEN = "mattermost_token"  # noqa: S105 (the secret's name in gatewayd.toml, not a value)
 _USER_ID = re.compile(r"[a-z0-9]{26}")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+MAX_CATCH_UP_S = 7 * 24 * 3600  # a week: older messages are not answered after a restart
 
 
 class PathsSection(Section):
@@ -46,6 +49,7 @@ class MattermostSection(Section):
     url: str = ""
     owner: str = ""
     edit_interval_ms: int = Field(default=1000, ge=100)
+    catch_up_s: int = Field(default=3600, ge=0, le=MAX_CATCH_UP_S)
 
     @field_validator("url")
     @classmethod
@@ -93,6 +97,11 @@ class GatewaydConfig(RoleSettingsBase):
     @property
     def configured(self) -> bool:
         return bool(self.mattermost.url)
+
+    @property
+    def state(self) -> Path:
+        """gatewayd's own directory under home (its watermark)."""
+        return Home(self.home).gateway
 
     @property
     def gateway_socket(self) -> Path:

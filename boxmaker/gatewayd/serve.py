@@ -4,14 +4,20 @@ I/O: everything gatewayd touches, wired together here. In order:
 
     1. the bot token (`[secrets.mattermost_token]`), read before anything else:
        one that cannot be read stops gatewayd (exit 1, one line naming it);
-    2. the event loop, in its own thread: the Mattermost client, the bot's own
-       user (`users/me`: a refused token stops gatewayd, exit 1), the owner's
-       direct channel, and the event stream (`gatewayd.mm_events`);
+    2. the event loop, in its own thread: the watermark (`<home>/gateway/`,
+       `gatewayd.watermark`: one that cannot be read or written stops gatewayd,
+       exit 1), the Mattermost client, the bot's own user (`users/me`: a refused
+       token stops gatewayd, exit 1), the owner's direct channel, a line in the
+       thread of each turn a crash cut off, and the event stream
+       (`gatewayd.mm_events`), caught up from the watermark, at most
+       `[mattermost] catch_up_s` back;
     3. gateway.sock bound (brokerd's group in a root install) and served by
        threads of `boxmaker.ipc.server`, which hand their Mattermost calls to
        the event loop (`gatewayd.approvals`);
     4. each event: an approval answer (`ApprovalDesk.on_event`), or else a turn
-       (`gatewayd.turns`), each turn a task of its own.
+       (`gatewayd.turns`), each turn a task of its own, started only once the
+       watermark on disk holds its post (a post it cannot record is refused in
+       one line, never run).
 
 SIGTERM or SIGINT stops it: gateway.sock closes and is removed, turns in
 flight are cancelled (their posts keep what was streamed), the client closes,
@@ -28,6 +34,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,9 +44,12 @@ from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.config import TOKEN, GatewaydConfig
 from boxmaker.gatewayd.mattermost import MattermostClient
-from boxmaker.gatewayd.mm_events import EventStream
+from boxmaker.gatewayd.mm_events import EventStream, ReconnectPolicy
 from boxmaker.gatewayd.mm_model import MattermostError, Posted, PostEdited, ReactionAdded
+from boxmaker.gatewayd.turns import Chat as TurnChat
 from boxmaker.gatewayd.turns import Owner, TurnRelay, is_turn
+from boxmaker.gatewayd.watermark import Resume, Watermark
+from boxmaker.gatewayd.watermark_file import Progress, WatermarkFile
 from boxmaker.ipc.role import block_stop_signals, wait_for_stop
 from boxmaker.ipc.secrets import load_secrets
 from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
@@ -49,6 +59,14 @@ log = logging.getLogger(__name__)
 GATEWAY_ACCEPTS = ("approval_request", "approval_outcome")
 GATEWAY_CAP = 64  # approvals held at once
 READY_TIMEOUT_S = 60.0
+CUT_OFF_BY_RESTART = (
+    "gatewayd restarted while it was answering this message, so the answer may be cut"
+    " short; the message was not run again (a turn may have run tools): send it again"
+    " if you need the answer"
+)
+NOT_RECORDED = (
+    "this message was not taken: gatewayd cannot record it in {}; send it again once it can"
+)
 STOP_TIMEOUT_S = 10.0
 
 
@@ -104,6 +122,17 @@ class Chat:
 
     async def _run(self) -> None:
         mattermost = self.config.mattermost
+        policy = ReconnectPolicy()
+        marks = WatermarkFile(self.config.state)
+        loaded = marks.load()
+        resume = Resume.after(
+            loaded,
+            now_ms=time.time_ns() // 1_000_000,
+            catch_up_s=mattermost.catch_up_s,
+            margin_ms=policy.margin_ms,
+        )
+        progress = Progress(marks, resume, (loaded or Watermark()).resumed())
+        progress.save()  # before the cut-off turns are told (watermark rule 5)
         async with MattermostClient(mattermost.url, self.token) as client:
             me = await client.me()
             channel = await client.direct_channel(me.id, mattermost.owner)
@@ -116,12 +145,18 @@ class Chat:
                 edit_interval_ms=mattermost.edit_interval_ms,
             )
             log.info("event=chat bot=%s owner=%s channel=%s", me.id, owner.user_id, channel.id)
-            async with EventStream(client, [channel.id]) as stream:
+            for root in loaded.in_flight.values() if loaded else ():
+                await _say(client, channel.id, root, CUT_OFF_BY_RESTART)
+            since = resume.since_ms
+            async with EventStream(client, [channel.id], since_ms=since, policy=policy) as stream:
                 await stream.wait_live()
+                if loaded is None:
+                    progress.start_from(stream.delivery.watermark_ms)
+                log.info("event=resumed since_ms=%s file=%s", since, marks.path)
                 self.ready.set()
                 try:
                     async for event in stream:
-                        await self._take(event, owner, self.desk, relay)
+                        await self._take(event, owner, self.desk, relay, progress)
                 finally:
                     turns = list(self._turns)
                     for task in turns:
@@ -134,19 +169,41 @@ class Chat:
         owner: Owner,
         desk: ApprovalDesk,
         relay: TurnRelay,
+        progress: Progress,
     ) -> None:
         if await desk.on_event(event):
             return
         if not isinstance(event, Posted) or not is_turn(event.post, owner):
             return
-        task = asyncio.create_task(relay.relay(event.post), name=f"turn-{event.post.id}")
+        post = event.post
+        try:
+            if not progress.take(post):  # taken before the restart, or older than catch_up_s
+                log.info("event=turn_skipped post=%s create_at=%d", post.id, post.create_at)
+                return
+        except OSError as exc:  # never a turn that a restart could run a second time
+            log.error("event=watermark_unwritable file=%s %s", progress.file.path, exc)
+            root = post.root_id or post.id
+            await _say(relay.chat, post.channel_id, root, NOT_RECORDED.format(progress.file.path))
+            return
+        task = asyncio.create_task(relay.relay(post), name=f"turn-{post.id}")
         self._turns.add(task)
-        task.add_done_callback(self._turn_done)
+        task.add_done_callback(lambda done: self._turn_done(done, post.id, progress))
 
-    def _turn_done(self, task: asyncio.Task[None]) -> None:
+    def _turn_done(self, task: asyncio.Task[None], post_id: str, progress: Progress) -> None:
         self._turns.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
+        if task.cancelled():
+            return  # cut off by a stop: still in flight, so the next start says so
+        progress.finish(post_id)
+        if (exc := task.exception()) is not None:
             log.error("event=turn_failed %s: %s", type(exc).__name__, exc)
+
+
+async def _say(chat: TurnChat, channel_id: str, root: str, text: str) -> None:
+    """One line of gatewayd's own in a thread; a failure is logged."""
+    try:
+        await chat.create_post(channel_id, text, root_id=root, props={"unsafe_links": "true"})
+    except MattermostError as exc:
+        log.error("event=notice_not_posted root=%s %s", root, exc)
 
 
 def _drain(loop: asyncio.AbstractEventLoop) -> None:

@@ -328,6 +328,7 @@ def test_a_root_plan_gives_each_role_its_user_its_links_and_its_files(tmp_path: 
     assert directories[run / "owner-memory"] == ("bx-memory", "bx-owner-memory", 0o2750)
     assert directories[home / "memory"] == ("bx-memory", "bx-memory", 0o700)
     assert directories[run / "gateway"] == ("bx-gateway", "bx-broker-gateway", 0o2750)
+    assert directories[home / "gateway"] == ("bx-gateway", "bx-gateway", 0o700)  # its watermark
     files = {step.path: step for step in steps if isinstance(step, File)}
     config = files[etc / "memoryd.toml"]
     assert (config.owner, config.group, config.mode, config.keep) == (
