@@ -42,7 +42,6 @@ def _points(table: tuple[tuple[int, int], ...]) -> set[int]:
     [
         ("DEFAULT_IGNORABLE", "Default_Ignorable_Code_Point"),
         ("BIDI_CONTROL", "Bidi_Control"),
-        ("EXTENDED_PICTOGRAPHIC", "Extended_Pictographic"),
         ("EMOJI_MODIFIER", "Emoji_Modifier"),
     ],
 )

@@ -2,9 +2,10 @@
 
 Built from Unicode data, never from hand-typed ranges: general categories from the
 running Python's `unicodedata` (Unicode 14.0 on Python 3.11), noncharacters by
-arithmetic, and Default_Ignorable_Code_Point, Bidi_Control, Extended_Pictographic
-and Emoji_Modifier from the generated `unicode_tables` (see its header). The
-category scan runs once, on first use (about 0.2 s), not at import.
+arithmetic, Default_Ignorable_Code_Point, Bidi_Control and Emoji_Modifier from the
+generated `unicode_tables`, and the emoji sequences from the generated
+`emoji_tables` (Unicode's own lists; see each header). The category scan runs
+once, on first use (about 0.2 s), not at import.
 
 The rules, in the order a code point is classified (the first that holds names it):
 
@@ -21,21 +22,27 @@ The rules, in the order a code point is classified (the first that holds names i
    hyphen, ...), every other format character (Cf), and three that render blank
    but are neither: U+2028, U+2029 and U+2800 (the Braille blank).
 
-Emoji (the decision, written out in docs/sanitizer.md): an emoji sequence is
-ordinary text, so rule 6's characters inside one pass. Only these sequences:
+Emoji (the decision, written out in docs/sanitizer.md): an emoji sequence that
+Unicode lists is ordinary text, so rule 6's characters inside one pass. Only these:
 
-    element  = an Extended_Pictographic code point, then at most one of VS15
-               (U+FE0E), VS16 (U+FE0F) or a skin-tone modifier
-    sequence = element, then any number of (U+200D ZERO WIDTH JOINER, element)
-    keycap   = 0-9, # or *, then VS16, then U+20E3
-    flag     = U+1F3F4, the tag letters of gbeng, gbsct or gbwls, then U+E007F
+    selector = VS15 (U+FE0E) or VS16 (U+FE0F) right after a base that
+               emoji-variation-sequences.txt lists with it, except 0-9, # and *
+    keycap   = 0-9, # or *, then VS16, then U+20E3 (emoji-sequences.txt)
+    joiner   = U+200D inside a run that emoji-zwj-sequences.txt lists, whole: the
+               run is the joined elements around it (an element is a character,
+               then at most one selector or skin tone), and the whole run must be
+               one listed sequence
+    tags     = a listed tag sequence (emoji-sequences.txt: the flags of England,
+               Scotland and Wales) after its base
 
-(👩🏽‍💻, ❤️‍🔥, 🏳️‍🌈, ❤️, 1️⃣, and the flags of England, Scotland and Wales.) A
-joiner between letters, a joiner at either end of a sequence, a selector after a
-letter or after another selector (the run of selectors that smuggles bytes
-behind one emoji), any other selector, and any other tag character stay refused.
-So what passes carries no hidden text: each allowed character changes the glyph
-shown, and no run of them can hold a message.
+So a selector after a letter, after an emoji that takes none (U+1F600 VS16), or
+after another selector, a lone selector on a digit, any other selector, a joiner
+in a run that Unicode does not list, and any other tag character stay refused.
+What passes carries no hidden text: each allowed character is one of the few the
+character before it can take, and changes the glyph shown.
+
+Each test is local and bounded: a joiner's run is walked at most as far as the
+longest listed sequence, and looked up in a set, so a scan stays linear.
 
 Consecutive characters under one rule make one finding, whose excerpt names the
 first (`U+202E RIGHT-TO-LEFT OVERRIDE`) and how many follow.
@@ -51,13 +58,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from boxmaker.core.sanitize.findings import Action, Finding
-from boxmaker.core.unicode_tables import (
-    BIDI_CONTROL,
-    DEFAULT_IGNORABLE,
-    EMOJI_MODIFIER,
-    EXTENDED_PICTOGRAPHIC,
+from boxmaker.core.emoji_tables import (
+    EMOJI_STYLE_BASES,
+    KEYCAP_SEQUENCES,
+    TAG_SEQUENCES,
+    TEXT_STYLE_BASES,
+    ZWJ_SEQUENCES,
 )
+from boxmaker.core.sanitize.findings import Action, Finding
+from boxmaker.core.unicode_tables import BIDI_CONTROL, DEFAULT_IGNORABLE, EMOJI_MODIFIER
 
 CONTROL = "control-character"
 INVISIBLE = "invisible-character"
@@ -73,19 +82,28 @@ PASSING_CONTROLS = "\n\t"
 ZWJ = "\N{ZERO WIDTH JOINER}"
 VS15 = "\N{VARIATION SELECTOR-15}"
 VS16 = "\N{VARIATION SELECTOR-16}"
-KEYCAP = "\N{COMBINING ENCLOSING KEYCAP}"
-KEYCAP_BASES = frozenset("0123456789#*")
-BLACK_FLAG = "\N{WAVING BLACK FLAG}"
-CANCEL_TAG = "\N{CANCEL TAG}"
 
 
-def _tag_spelling(letters: str) -> str:
-    """The tag characters that spell `letters` (each ASCII letter moved to U+E0000 + it)."""
-    return "".join(chr(0xE0000 + ord(letter)) for letter in letters)
+def _spelled(table: Iterable[tuple[int, ...]]) -> frozenset[str]:
+    return frozenset("".join(map(chr, codes)) for codes in table)
 
 
-# emoji-sequences.txt's RGI_Emoji_Tag_Sequence: the subdivision flags gbeng, gbsct, gbwls
-RGI_TAG_SEQUENCES = tuple(_tag_spelling(code) + CANCEL_TAG for code in ("gbeng", "gbsct", "gbwls"))
+# the emoji sequences Unicode lists (the generated emoji_tables), as strings
+ZWJ_RUNS = _spelled(ZWJ_SEQUENCES)
+LONGEST_ZWJ_RUN = max(map(len, ZWJ_RUNS))
+KEYCAPS = _spelled(KEYCAP_SEQUENCES)
+KEYCAP_BASES = frozenset(keycap[0] for keycap in KEYCAPS)
+
+
+def _tag_runs() -> dict[str, tuple[str, ...]]:
+    """Base -> the tag characters that may follow it: the listed tag sequences less their base."""
+    runs: dict[str, list[str]] = {}
+    for sequence in sorted(_spelled(TAG_SEQUENCES)):
+        runs.setdefault(sequence[0], []).append(sequence[1:])
+    return {base: tuple(tags) for base, tags in runs.items()}
+
+
+TAG_RUNS = _tag_runs()
 
 
 def in_ranges(table: Sequence[tuple[int, int]], code: int) -> bool:
@@ -129,40 +147,61 @@ def _expand(table: Iterable[tuple[int, int]]) -> set[int]:
     return {code for first, last in table for code in range(first, last + 1)}
 
 
-def _is_pictographic(char: str) -> bool:
-    return in_ranges(EXTENDED_PICTOGRAPHIC, ord(char))
+def _is_mark(char: str) -> bool:
+    """A selector or a skin tone: what may close an element of a joined run."""
+    return char in (VS15, VS16) or in_ranges(EMOJI_MODIFIER, ord(char))
 
 
-def _ends_element(text: str, end: int) -> bool:
-    """True when an element (the grammar above) ends right before `end`."""
-    if end < 1:
+def _joined_run(text: str, index: int) -> bool:
+    """True when the joiner at `index` sits in a run that is one whole listed ZWJ sequence."""
+    start = index  # a joiner; step left over the element before it, while a joiner precedes
+    while True:
+        if start < 1:
+            return False
+        start -= 1 + (start >= 2 and _is_mark(text[start - 1]))
+        if index - start > LONGEST_ZWJ_RUN:
+            return False
+        if start < 1 or text[start - 1] != ZWJ:
+            break
+        start -= 1
+    end = index  # a joiner; step right over the element after it, while a joiner follows
+    while True:
+        end += 1
+        if end >= len(text):
+            return False
+        end += 1 + (end + 1 < len(text) and _is_mark(text[end + 1]))
+        if end - index > LONGEST_ZWJ_RUN:
+            return False
+        if end >= len(text) or text[end] != ZWJ:
+            break
+    return text[start:end] in ZWJ_RUNS
+
+
+def _selector_passes(text: str, index: int) -> bool:
+    """True when the selector at `index` is one Unicode lists for the character before it."""
+    if index < 1:
         return False
-    last = text[end - 1]
-    if _is_pictographic(last):
-        return True
-    if last in (VS15, VS16) or in_ranges(EMOJI_MODIFIER, ord(last)):
-        return end >= 2 and _is_pictographic(text[end - 2])
-    return False
+    before = text[index - 1]
+    if before in KEYCAP_BASES:  # on 0-9, # and * a lone selector would be a hidden bit
+        return text[index - 1 : index + 2] in KEYCAPS
+    bases = EMOJI_STYLE_BASES if text[index] == VS16 else TEXT_STYLE_BASES
+    return in_ranges(bases, ord(before))
 
 
 def emoji_part(text: str, index: int) -> int:
-    """How many characters from `index` an emoji sequence holds there (0: none).
+    """How many characters from `index` a listed emoji sequence holds there (0: none).
 
-    Called on a character of `EMOJI_PARTS`; each test is local, so a scan stays linear.
+    Called on a character of `EMOJI_PARTS`; each test is local and bounded (a joiner's
+    run is walked at most `LONGEST_ZWJ_RUN` characters), so a scan stays linear.
     """
     char = text[index]
-    before = text[index - 1] if index > 0 else ""
-    after = text[index + 1 : index + 2]
     if char == ZWJ:
-        return int(_ends_element(text, index) and bool(after) and _is_pictographic(after))
+        return int(_joined_run(text, index))
     if char in (VS15, VS16):
-        if before and _is_pictographic(before):
-            return 1
-        return int(char == VS16 and before in KEYCAP_BASES and after == KEYCAP)
-    if before == BLACK_FLAG:
-        for sequence in RGI_TAG_SEQUENCES:
-            if text.startswith(sequence, index):
-                return len(sequence)
+        return int(_selector_passes(text, index))
+    for tags in TAG_RUNS.get(text[index - 1] if index > 0 else "", ()):
+        if text.startswith(tags, index):
+            return len(tags)
     return 0
 
 
