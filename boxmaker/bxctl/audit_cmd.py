@@ -18,13 +18,22 @@ exit 0; or, on stdout, `<file>:<line>: <what>` and, on stderr,
 Checkpoints (core.checkpoints; docs/audit-checkpoints.md): `--expect-head SEQ:HASH`
 (repeatable) and `--checkpoints FILE` (repeatable; `--public-key PUBFILE` checks
 every line's signature too) name records the log must hold. The verifier watches
-their seqs, so the check costs nothing more than the plain pass. When the chain
-holds but a checkpoint does not (or a line of FILE is not a checkpoint, or its
-signature is missing or bad), it prints one `<where>: <what>` line per problem,
-where is `FILE:LINE` or `--expect-head N` (the Nth), then
-`see runbook.md#audit-below-checkpoint` on stderr, and exits 1. When all hold it
-adds `audit: checkpoints hold: <n>, the latest at seq <seq>` to the report.
-`bxctl audit checkpoint` and `bxctl audit keygen` are in audit_checkpoint_cmd.
+their seqs, so the check costs nothing more than the plain pass. With
+`--checkpoints`, the remembered head (audit_head; `--head-file FILE`) is read too:
+its record must be in the log, and the newest checkpoint of the files (the
+highest seq) must not be older than it nor than any `--expect-head`. When the
+chain holds but a checkpoint does not, it prints one `<where>: <what>` line per
+problem, where is `FILE:LINE`, `--expect-head N` (the Nth) or the head file, in
+this order: each file's problems in line order (a line that is not a checkpoint,
+a missing or bad signature, a break in the chain of sealed lines), a rollback,
+then the checkpoints the log does not hold; then on stderr the runbook pointer of
+each kind found (`see runbook.md#audit-checkpoints-broken` for a break or a
+rollback, `see runbook.md#audit-below-checkpoint` for the rest), and exits 1.
+When all hold, with `--checkpoints`, it remembers the newest and adds `audit: head
+remembered in <file>: seq <seq>`; then it adds `audit: checkpoints hold: <n>, the
+latest at seq <seq>` (n: the checkpoints checked, from the files and
+--expect-head) as the report's last line. `bxctl audit checkpoint` and `bxctl audit keygen` are in
+audit_checkpoint_cmd.
 """
 
 from __future__ import annotations
@@ -32,15 +41,25 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from boxmaker.bxctl import audit_checkpoint_cmd
+from boxmaker.bxctl.audit_head import head_path, read_head, write_head
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, Parser, err, out
 from boxmaker.core.audit_names import is_audit_file_name
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.checkpoints import Checkpoint, CheckpointLine, parse_head, parse_line, problem
+from boxmaker.core.checkpoints import (
+    Checkpoint,
+    CheckpointLine,
+    chain_problems,
+    parse_head,
+    parse_line,
+    problem,
+    rollback_problem,
+)
 from boxmaker.core.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
 
@@ -76,6 +95,13 @@ def add_parser(commands: Any) -> None:
         type=Path,
         metavar="PUBFILE",
         help="with --checkpoints: fail unless every line is signed by this key",
+    )
+    verify.add_argument(
+        "--head-file",
+        type=Path,
+        metavar="FILE",
+        help="with --checkpoints: where the newest checkpoint verified is remembered"
+        " (default: $XDG_STATE_HOME/boxmaker/audit-head, else ~/.local/state/...)",
     )
     verify.set_defaults(handler=cmd_verify)
     audit_checkpoint_cmd.add_parsers(sub)
@@ -134,57 +160,129 @@ def report_lines(report: ChainReport) -> list[str]:
     return lines
 
 
-def expected_checkpoints(
-    heads: list[str], files: list[Path], public_key: Path | None
-) -> tuple[list[tuple[str, Checkpoint]], list[str]]:
-    """The checkpoints named, each with where it was named; and the problems found
-    before the log is read (a line that is not a checkpoint, a missing or bad seal)."""
+Problem = tuple[str, Runbook]  # a `<where>: <what>` line, and the entry it points to
+_BELOW = Runbook.AUDIT_BELOW_CHECKPOINT
+_BROKEN = Runbook.AUDIT_CHECKPOINTS_BROKEN
+
+
+class Expected:
+    """The checkpoints named, each with where it was named (`heads`: those of
+    --expect-head, also in `named`); the problems found before the log is read (a
+    line that is not a checkpoint, a missing or bad seal, a break in a file's chain,
+    a rollback); and the newest line of the files (highest seq, the later on a tie)
+    with where it is."""
+
+    def __init__(self) -> None:
+        self.named: list[tuple[str, Checkpoint]] = []
+        self.heads: list[tuple[str, Checkpoint]] = []
+        self.problems: list[Problem] = []
+        self.newest: tuple[str, CheckpointLine] | None = None
+
+    def refuse_rollback(self, seen: list[tuple[str, Checkpoint]]) -> None:
+        """A problem for each head of `seen` (where, checkpoint) newer than the newest."""
+        if self.newest is None:
+            return
+        where, newest = self.newest
+        for source, checkpoint in seen:
+            wrong = rollback_problem(newest.checkpoint, checkpoint, source)
+            if wrong is not None:
+                self.problems.append((f"{where}: {wrong}", _BROKEN))
+
+
+def expected_checkpoints(heads: list[str], files: list[Path], public_key: Path | None) -> Expected:
+    """What `--expect-head` and `--checkpoints` name (Expected)."""
     if public_key is not None and not files:
         raise CliError("--public-key checks the lines of --checkpoints FILE: name one", EXIT_USAGE)
-    named: list[tuple[str, Checkpoint]] = []
-    problems: list[str] = []
+    expected = Expected()
     for number, text in enumerate(heads, 1):
         try:
-            named.append((f"--expect-head {number}", parse_head(text)))
+            expected.heads.append((f"--expect-head {number}", parse_head(text)))
         except ValueError as exc:
             raise CliError(f"--expect-head: {exc}", EXIT_USAGE) from exc
-    lines: list[tuple[str, CheckpointLine]] = []
-    for path in files:
-        try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
-        found = len(lines)
-        for number, raw in enumerate(text.splitlines(), 1):
-            try:
-                parsed = parse_line(raw)
-            except ValueError as exc:
-                problems.append(f"{path}:{number}: {exc}")
-                continue
-            if parsed is not None:
-                lines.append((f"{path}:{number}", parsed))
-        if len(lines) == found and not any(p.startswith(f"{path}:") for p in problems):
-            # a file cut to nothing (or to notes) must not pass for one that holds
-            problems.append(
-                f"{path}: holds no checkpoint: a checkpoint file has at least one line"
-                " (`bxctl audit checkpoint` appends one)"
-            )
+    expected.named += expected.heads
+    check_seal = None
     if public_key is not None:
         # cryptography: imported only when a signature is checked
         from boxmaker.bxctl.seal import load_public, seal_problem
 
         key = load_public(public_key)
-        for where, parsed in lines:
-            wrong = seal_problem(key, parsed)
-            if wrong is not None:
-                problems.append(f"{where}: {wrong}")
-    named += [(where, parsed.checkpoint) for where, parsed in lines]
-    return named, problems
+
+        def check_seal(line: CheckpointLine) -> str | None:
+            return seal_problem(key, line)
+
+    for path in files:
+        _check_file(expected, path, check_seal)
+    return expected
+
+
+def _check_file(
+    expected: Expected, path: Path, check_seal: Callable[[CheckpointLine], str | None] | None
+) -> None:
+    """Add the checkpoints of `path` to `expected`, and its problems in line order."""
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    lines: list[tuple[int, CheckpointLine]] = []
+    found: list[tuple[int, str, Runbook]] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        try:
+            parsed = parse_line(raw)
+        except ValueError as exc:
+            found.append((number, str(exc), _BELOW))
+            continue
+        if parsed is None:
+            continue
+        lines.append((number, parsed))
+        wrong = None if check_seal is None else check_seal(parsed)
+        if wrong is not None:
+            found.append((number, wrong, _BELOW))
+    found += [(number, wrong, _BROKEN) for number, wrong in chain_problems(lines)]
+    if not lines and not found:
+        # a file cut to nothing (or to notes) must not pass for one that holds
+        expected.problems.append(
+            (
+                f"{path}: holds no checkpoint: a checkpoint file has at least one line"
+                " (`bxctl audit checkpoint` appends one)",
+                _BELOW,
+            )
+        )
+        return
+    found.sort(key=lambda item: item[0])  # stable: a line's own problems keep their order
+    expected.problems += [(f"{path}:{number}: {wrong}", entry) for number, wrong, entry in found]
+    for number, parsed in lines:
+        where = f"{path}:{number}"
+        expected.named.append((where, parsed.checkpoint))
+        newest = expected.newest
+        if newest is None or parsed.checkpoint.seq >= newest[1].checkpoint.seq:
+            expected.newest = (where, parsed)
+
+
+def _head_file(args: argparse.Namespace, home: Path) -> Path | None:
+    """Where the head is remembered: only with --checkpoints, never inside `home`."""
+    if not args.checkpoints:
+        if args.head_file is not None:
+            raise CliError(
+                "--head-file remembers the head of --checkpoints FILE: name one", EXIT_USAGE
+            )
+        return None
+    path = head_path(args.head_file, os.environ)
+    audit_checkpoint_cmd.refuse_inside_home(path, home, EXIT_USAGE)
+    return path
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     home: Path = args.home or home_from(os.environ)
-    named, problems = expected_checkpoints(args.expect_head, args.checkpoints, args.public_key)
+    expected = expected_checkpoints(args.expect_head, args.checkpoints, args.public_key)
+    named, problems = expected.named, expected.problems
+    count = len(named)
+    head_file = _head_file(args, home)
+    remembered = None if head_file is None else read_head(head_file)
+    seen = list(expected.heads)
+    if remembered is not None:
+        seen.append((str(head_file), remembered.checkpoint))
+        named.append((str(head_file), remembered.checkpoint))  # the log must hold it too
+    expected.refuse_rollback(seen)
     # The verifier makes many short-lived objects and no reference cycles: the
     # cycle collector would only add pauses (about a tenth of the time on a big log).
     gc.disable()
@@ -197,15 +295,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for where, checkpoint in named:
         wrong = problem(checkpoint, heads, report.last_seq)
         if wrong is not None:
-            problems.append(f"{where}: {wrong}")
+            problems.append((f"{where}: {wrong}", _BELOW))
     if problems:
-        for line in problems:
+        for line, _ in problems:
             out(line)
-        err(Runbook.AUDIT_BELOW_CHECKPOINT.pointer)
+        for entry in dict.fromkeys(entry for _, entry in problems):
+            err(entry.pointer)
         return EXIT_PROBLEM
+    if head_file is not None and expected.newest is not None:
+        newest = expected.newest[1]
+        if newest != remembered:
+            write_head(head_file, newest)
     for line in report_lines(report):
         out(line)
-    if named:
-        latest = max(checkpoint.seq for _, checkpoint in named)
-        out(f"audit: checkpoints hold: {len(named)}, the latest at seq {latest}")
+    if head_file is not None and expected.newest is not None:
+        out(f"audit: head remembered in {head_file}: seq {expected.newest[1].checkpoint.seq}")
+    if count:
+        latest = max(checkpoint.seq for _, checkpoint in named[:count])
+        out(f"audit: checkpoints hold: {count}, the latest at seq {latest}")
     return EXIT_OK

@@ -11,8 +11,10 @@ existing file). Imported only by the commands that take a key, so that a plain
     key id       the first 16 hex characters of the sha256 of the 32 raw bytes
     signature    Ed25519 over core.checkpoints.signed_payload, base64 (88 characters)
 
-A sealed line is `SEQ:HEAD TIME key=<key id> sig=<signature>`: without the owner's
-private key, whoever holds the box can neither forge a line nor change one.
+A sealed line is `SEQ:HEAD TIME prev=<hash> key=<key id> sig=<signature>`, `prev`
+being the hash of the sealed line before it (core.checkpoints): without the owner's
+private key, nobody can forge a line, change one, or close the gap left by a line
+deleted, moved or inserted.
 """
 
 from __future__ import annotations
@@ -100,9 +102,10 @@ def load_public(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def seal(key: Ed25519PrivateKey, checkpoint: Checkpoint) -> Seal:
-    signature = key.sign(signed_payload(checkpoint))
-    return Seal(key_id(key.public_key()), base64.b64encode(signature).decode("ascii"))
+def seal(key: Ed25519PrivateKey, checkpoint: Checkpoint, prev: str) -> Seal:
+    """The seal of `checkpoint` after the sealed line whose hash is `prev`."""
+    signature = key.sign(signed_payload(checkpoint, prev))
+    return Seal(prev, key_id(key.public_key()), base64.b64encode(signature).decode("ascii"))
 
 
 def seal_problem(key: Ed25519PublicKey, line: CheckpointLine) -> str | None:
@@ -113,7 +116,7 @@ def seal_problem(key: Ed25519PublicKey, line: CheckpointLine) -> str | None:
     if line.seal.key_id != expected:
         return f"signed by key {line.seal.key_id}, not by the public key given ({expected})"
     try:
-        key.verify(base64.b64decode(line.seal.sig), signed_payload(line.checkpoint))
+        key.verify(base64.b64decode(line.seal.sig), signed_payload(line.checkpoint, line.seal.prev))
     except (InvalidSignature, binascii.Error, ValueError):
         return "bad signature: the line was changed or not signed by this key"
     return None

@@ -19,6 +19,7 @@ class Runbook(StrEnum):
     AUDIT_CHAIN_BROKEN = "audit-chain-broken"
     AUDIT_RECOVERED = "audit-recovered"
     AUDIT_BELOW_CHECKPOINT = "audit-below-checkpoint"
+    AUDIT_CHECKPOINTS_BROKEN = "audit-checkpoints-broken"
     BROKERD_ALREADY_RUNNING = "brokerd-already-running"
     SECRET_UNAVAILABLE = "secret-unavailable"  # noqa: S105
     SECRET_IN_A_FILE = "secret-in-a-file"  # noqa: S105

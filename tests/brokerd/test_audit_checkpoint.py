@@ -227,7 +227,10 @@ def bxctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
         timeout=60,
-        env=clean_environment({"BOXMAKER_HOME": str(home)}),
+        # the owner's state (verify's remembered head) beside the home, not the real one
+        env=clean_environment(
+            {"BOXMAKER_HOME": str(home), "XDG_STATE_HOME": str(home.parent / "owner-state")}
+        ),
     )
 
 
@@ -250,19 +253,22 @@ def test_bxctl_takes_checkpoints_kept_outside_the_home(tmp_path: Path) -> None:
         assert not (home / "checkpoints.txt").exists()
         plain = bxctl(home, "checkpoint", "--append", str(outside))
         signed = bxctl(home, "checkpoint", "--append", str(outside), "--key", str(key))
-    for done in (plain, signed):
+        chained = bxctl(home, "checkpoint", "--append", str(outside), "--key", str(key))
+    for done in (plain, signed, chained):
         assert done.returncode == 0, done.stderr
     head = read_checkpoint(Home(home).audit)
     assert head is not None
     assert plain.stdout == f"9:{head.head} {plain.stdout.split()[1]}\n"
     assert signed.stdout.startswith(f"9:{head.head} ")
-    assert " key=" in signed.stdout
+    assert f" prev={'0' * 64} key=" in signed.stdout  # the file's first sealed line
     assert " sig=" in signed.stdout
-    assert outside.read_text(encoding="utf-8") == plain.stdout + signed.stdout
+    first_sealed = hashlib.sha256(signed.stdout.rstrip("\n").encode("ascii")).hexdigest()
+    assert f" prev={first_sealed} key=" in chained.stdout  # chained to the one before
+    assert outside.read_text(encoding="utf-8") == plain.stdout + signed.stdout + chained.stdout
     assert stat.S_IMODE(outside.stat().st_mode) == 0o600
     done = bxctl(home, "verify", "--checkpoints", str(outside))
     assert done.returncode == 0, done.stdout
-    assert done.stdout.splitlines()[-1] == "audit: checkpoints hold: 2, the latest at seq 9"
+    assert done.stdout.splitlines()[-1] == "audit: checkpoints hold: 3, the latest at seq 9"
     done = bxctl(home, "verify", "--checkpoints", str(outside), "--public-key", str(public))
-    assert done.returncode == 1  # the first line is not signed
+    assert done.returncode == 1  # the first line is not signed; the two sealed ones chain
     assert done.stdout == f"{outside}:1: the checkpoint is not signed\n"

@@ -1,9 +1,12 @@
 """Checkpoints against cut and rewritten logs: `bxctl audit verify --expect-head` and
-`--checkpoints`, `bxctl audit keygen`, through the installed console script."""
+`--checkpoints`, `bxctl audit keygen`, through the installed console script; the
+chain of sealed lines and the remembered head against rolled-back checkpoint files."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,7 @@ from boxmaker.brokerd.audit_startup import Started, start_audit
 from boxmaker.core.audit_names import audit_file_name
 from boxmaker.core.audit_records import DecisionEvent, decode_record, encode_line
 from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 
 BXCTL = str(Path(sys.executable).parent / "bxctl")
@@ -21,6 +25,19 @@ DAY = "2026-11-30"
 LOG = audit_file_name(f"{DAY}T08:00:00.000Z")
 RECORDS = 120
 BELOW = "see runbook.md#audit-below-checkpoint\n"
+ROLLED_BACK = "see runbook.md#audit-checkpoints-broken\n"
+
+
+@pytest.fixture(autouse=True)
+def owner_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The owner's state directory (where verify remembers its head), per test."""
+    state = tmp_path / "owner-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
+def head_file(state: Path) -> Path:
+    return state / "boxmaker" / "audit-head"
 
 
 def event(call: str, path: str = "/x") -> DecisionEvent:
@@ -149,7 +166,11 @@ def test_every_checkpoint_of_a_file_is_checked_with_its_line(tmp_path: Path) -> 
     cut(home, 1)
     done = verify(home, "--checkpoints", str(kept), "--expect-head", early)
     assert done.returncode == 1
-    assert done.stdout == f"{kept}:4: record 9 is missing: the log ends at seq 8\n"
+    remembered = head_file(tmp_path / "owner-state")  # the first verify remembered seq 9
+    assert done.stdout == (
+        f"{kept}:4: record 9 is missing: the log ends at seq 8\n"
+        f"{remembered}: record 9 is missing: the log ends at seq 8\n"
+    )
 
 
 def test_a_line_that_is_not_a_checkpoint_is_named(tmp_path: Path) -> None:
@@ -184,14 +205,24 @@ def keygen(path: Path) -> Path:
     return public
 
 
-def sealed(key: Path, text: str) -> str:
-    """`text` (`SEQ:HEAD TIME`) signed with the private key file `key`, as bxctl signs."""
+def sealed(key: Path, text: str, prev: str = ZERO_HASH) -> str:
+    """`text` (`SEQ:HEAD TIME`) signed with the private key file `key` after the sealed
+    line whose hash is `prev` (the genesis value for a first line), as bxctl signs."""
     from boxmaker.bxctl.seal import load_private, seal
     from boxmaker.core.checkpoints import format_line, parse_line
 
     parsed = parse_line(text)
     assert parsed is not None
-    return format_line(parsed.checkpoint, seal(load_private(key), parsed.checkpoint))
+    return format_line(parsed.checkpoint, seal(load_private(key), parsed.checkpoint, prev))
+
+
+def chain_of(key: Path, texts: list[str]) -> list[str]:
+    """Sealed lines for `texts`, each naming the sha256 of the line before it."""
+    lines, prev = [], ZERO_HASH
+    for text in texts:
+        lines.append(sealed(key, text, prev))
+        prev = hashlib.sha256(lines[-1].encode("ascii")).hexdigest()
+    return lines
 
 
 def test_keygen_never_writes_over_a_file(tmp_path: Path) -> None:
@@ -238,9 +269,10 @@ def test_an_intruder_key_claiming_the_owner_key_id_is_a_bad_signature(tmp_path: 
     text = f"{append(home, 2)} {time_of(1)}"
     public = keygen(tmp_path / "owner.key")
     keygen(tmp_path / "intruder.key")
-    owner_id = sealed(tmp_path / "owner.key", text).split(" ")[2]
+    owner_id = sealed(tmp_path / "owner.key", text).split(" ")[3]
     forged = sealed(tmp_path / "intruder.key", text).split(" ")
-    forged[2] = owner_id
+    assert owner_id.startswith("key=")
+    forged[3] = owner_id
     kept = tmp_path / "checkpoints.txt"
     kept.write_text(" ".join(forged) + "\n", encoding="utf-8")
     done = verify(home, "--checkpoints", str(kept), "--public-key", str(public))
@@ -277,3 +309,204 @@ def test_a_checkpoint_file_with_no_checkpoint_is_refused(tmp_path: Path, text: s
         " (`bxctl audit checkpoint` appends one)\n"
     )
     assert done.stderr == BELOW
+
+
+# --- the chain of sealed lines, and rollback ---------------------------------------
+
+
+def test_a_v1_sealed_line_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    text = f"{append(home, 2)} {time_of(1)}"
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text(f"{text} key=0123456789abcdef sig={'A' * 86}==\n", encoding="utf-8")
+    done = verify(home, "--checkpoints", str(kept))
+    assert done.returncode == 1
+    assert done.stdout.startswith(f"{kept}:1: a v1 sealed line")
+    assert len(done.stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize("seen", ["remembered", "expect-head"])
+def test_a_rolled_back_checkpoint_file_is_refused(tmp_path: Path, seen: str) -> None:
+    home = tmp_path / "home"
+    older = f"{append(home, 3)} {time_of(2)}"
+    newer = f"{append(home, 3, first=3)} {time_of(5)}"
+    public = keygen(tmp_path / "owner.key")
+    lines = chain_of(tmp_path / "owner.key", [older, newer])
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check = ("--checkpoints", str(kept), "--public-key", str(public))
+    extra: tuple[str, ...] = ()
+    source = "--expect-head 1"
+    if seen == "remembered":
+        done = verify(home, *check)
+        assert done.returncode == 0, done.stdout + done.stderr
+        source = f"{head_file(tmp_path / 'owner-state')}"
+    else:
+        extra = ("--expect-head", newer.split(" ")[0], "--head-file", str(tmp_path / "fresh"))
+    kept.write_text(lines[0] + "\n", encoding="utf-8")  # the newer line deleted
+    cut(home, 3)  # and the log cut after the older one
+    done = verify(home, *check, *extra)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"{kept}:1: rolled back: the newest checkpoint is seq 2, older than seq 5 seen"
+        f" before ({source})",
+        f"{source}: record 5 is missing: the log ends at seq 2",
+    ]
+    assert ROLLED_BACK in done.stderr
+    assert BELOW in done.stderr
+
+
+def test_verify_remembers_the_newest_head_in_the_owner_state(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    early = f"{append(home, 3)} {time_of(2)}"
+    late = f"{append(home, 3, first=3)} {time_of(5)}"
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text(f"{early}\n{late}\n", encoding="utf-8")
+    done = verify(home, "--checkpoints", str(kept))
+    assert done.returncode == 0, done.stdout + done.stderr
+    remembered = head_file(tmp_path / "owner-state")
+    assert done.stdout.splitlines()[-2:] == [
+        f"audit: head remembered in {remembered}: seq 5",
+        "audit: checkpoints hold: 2, the latest at seq 5",
+    ]
+    assert remembered.read_text(encoding="ascii").splitlines()[-1] == late
+    assert stat.S_IMODE(remembered.stat().st_mode) == 0o600
+    assert verify(home).returncode == 0  # a plain verify neither reads nor needs it
+    kept.write_text(f"{early}\n", encoding="utf-8")
+    done = verify(home, "--checkpoints", str(kept))
+    assert done.returncode == 1
+    assert done.stdout.startswith(f"{kept}:1: rolled back: the newest checkpoint is seq 2,")
+    assert remembered.read_text(encoding="ascii").splitlines()[-1] == late  # kept as it was
+
+
+def test_a_head_file_inside_the_home_or_damaged_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text(f"{append(home, 2)} {time_of(1)}\n", encoding="utf-8")
+    inside = verify(home, "--checkpoints", str(kept), "--head-file", str(home / "head"))
+    assert inside.returncode == 2
+    assert "is inside boxmaker's home" in inside.stderr
+    assert len(inside.stderr.splitlines()) == 1
+    damaged = tmp_path / "head"
+    damaged.write_text("something else\n", encoding="utf-8")
+    done = verify(home, "--checkpoints", str(kept), "--head-file", str(damaged))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"bxctl: {damaged}: not a head file")
+    assert "remove it" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_checkpoint_with_a_key_needs_the_file_it_chains_to(tmp_path: Path) -> None:
+    keygen(tmp_path / "owner.key")
+    done = bxctl("checkpoint", "--home", str(tmp_path), "--key", str(tmp_path / "owner.key"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("bxctl: --key chains the new line")
+    assert "--append FILE" in done.stderr
+
+
+def test_a_new_sealed_line_chains_to_the_last_sealed_line_of_its_file(tmp_path: Path) -> None:
+    from boxmaker.bxctl.audit_checkpoint_cmd import chain_prev
+    from boxmaker.bxctl.cli import CliError
+
+    keygen(tmp_path / "owner.key")
+    kept = tmp_path / "checkpoints.txt"
+    assert chain_prev(kept) == ZERO_HASH  # no file yet: the chain starts
+    kept.write_text(f"# notes\n3:{'ab' * 32} {time_of(3)}\n", encoding="utf-8")
+    assert chain_prev(kept) == ZERO_HASH  # a plain line is outside the chain
+    lines = chain_of(tmp_path / "owner.key", [f"3:{'ab' * 32} {time_of(3)}"] * 2)
+    kept.write_text("\n".join(lines) + f"\n3:{'ab' * 32} {time_of(4)}\n\n", encoding="utf-8")
+    assert chain_prev(kept) == hashlib.sha256(lines[1].encode("ascii")).hexdigest()
+    kept.write_text(lines[0] + "\nnot a line\n", encoding="utf-8")
+    with pytest.raises(CliError, match=rf"^{kept}:2: not a checkpoint line"):
+        chain_prev(kept)
+
+
+@pytest.fixture(scope="module")
+def thousand(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    """A home whose log has 1,000 records, a public key, and 1,000 sealed checkpoints,
+    one per record, built by the functions bxctl and brokerd use (no daemon)."""
+    root = tmp_path_factory.mktemp("thousand")
+    home = root / "home"
+    (home / "audit").mkdir(parents=True)
+    records, prev = [], ZERO_HASH
+    for i in range(1000):
+        records.append(encode_line(i, time_of(i // 20), prev, event(f"c{i}")))
+        prev = hashlib.sha256(records[-1]).hexdigest()
+    (home / "audit" / LOG).write_bytes(b"".join(line + b"\n" for line in records))
+    public = keygen(root / "owner.key")
+    texts = [
+        f"{i}:{hashlib.sha256(r).hexdigest()} {time_of(i // 20)}" for i, r in enumerate(records)
+    ]
+    return home, public, chain_of(root / "owner.key", texts)
+
+
+def verify_here(*argv: str) -> int:
+    """`bxctl audit verify ...` in this process (faster than a console script per case)."""
+    from boxmaker.bxctl.main import main
+
+    try:
+        return main(["audit", "verify", *argv])
+    finally:
+        gc.enable()  # verify turns the cycle collector off for its own run
+
+
+@pytest.mark.parametrize("index", [0, 1, 500, 997, 998], ids=lambda i: f"line-{i + 1}")
+def test_a_chain_of_1000_with_one_line_deleted_fails_at_that_line(
+    thousand: tuple[Path, Path, list[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    index: int,
+) -> None:
+    home, public, lines = thousand
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check = ("--home", str(home), "--checkpoints", str(kept), "--public-key", str(public))
+    assert verify_here(*check) == 0
+    assert "audit: checkpoints hold: 1000, the latest at seq 999" in capsys.readouterr().out
+    kept.write_text("\n".join(lines[:index] + lines[index + 1 :]) + "\n", encoding="utf-8")
+    assert verify_here(*check) == 1
+    done = capsys.readouterr()
+    assert done.out.splitlines()[0].startswith(f"{kept}:{index + 1}: seq {index + 1}: ")
+    assert len(done.out.splitlines()) == 1
+    assert done.err == ROLLED_BACK
+
+
+def test_a_chain_of_1000_with_its_last_line_deleted_is_a_rollback(
+    thousand: tuple[Path, Path, list[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home, public, lines = thousand
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check = ("--home", str(home), "--checkpoints", str(kept), "--public-key", str(public))
+    assert verify_here(*check) == 0
+    capsys.readouterr()
+    kept.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    assert verify_here(*check) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{kept}:999: rolled back: the newest checkpoint is seq 998, older than seq 999 seen"
+        f" before ({head_file(tmp_path / 'owner-state')})"
+    ]
+
+
+@pytest.mark.parametrize("case", ["moved", "edited", "inserted"])
+def test_a_moved_edited_or_inserted_sealed_line_is_named(tmp_path: Path, case: str) -> None:
+    home = tmp_path / "home"
+    texts = [f"{append(home, 1, first=i)} {time_of(i)}" for i in range(4)]
+    public = keygen(tmp_path / "owner.key")
+    keygen(tmp_path / "intruder.key")
+    lines = chain_of(tmp_path / "owner.key", texts)
+    if case == "moved":
+        lines[1], lines[2] = lines[2], lines[1]
+    elif case == "edited":
+        lines[2] = lines[2].replace(time_of(2), time_of(30))
+    else:  # a line the intruder signed, linked as the owner's would be
+        prev = hashlib.sha256(lines[1].encode("ascii")).hexdigest()
+        lines.insert(2, sealed(tmp_path / "intruder.key", texts[1], prev))
+    kept = tmp_path / "checkpoints.txt"
+    kept.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = verify(home, "--checkpoints", str(kept), "--public-key", str(public))
+    assert done.returncode == 1
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"{kept}:{2 if case == 'moved' else 3}: "), done.stdout

@@ -9,15 +9,21 @@ import pytest
 from boxmaker.core.audit_records import DecisionEvent, RecoveryEvent, encode_line
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.checkpoints import (
+    GENESIS,
     Checkpoint,
     CheckpointLine,
     Seal,
+    chain_problems,
+    decode_head,
     decode_state,
+    encode_head,
     encode_state,
     format_line,
+    line_hash,
     parse_head,
     parse_line,
     problem,
+    rollback_problem,
     signed_payload,
 )
 from boxmaker.core.decisions import DeniedRecord, DenyReason
@@ -27,17 +33,28 @@ from boxmaker.core.labels import DataClass
 H = "ab" * 32
 T = "2026-11-30T12:05:00.000Z"
 SIG = "A" * 86 + "=="
+P = "cd" * 32
+KEY = "0123456789abcdef"
 
 
 def test_lines_round_trip() -> None:
     plain = Checkpoint(12, H, T)
     assert format_line(plain) == f"12:{H} {T}"
     assert parse_line(format_line(plain)) == CheckpointLine(plain, None)
-    seal = Seal("0123456789abcdef", SIG)
+    seal = Seal(P, KEY, SIG)
     sealed = format_line(plain, seal)
-    assert sealed == f"12:{H} {T} key=0123456789abcdef sig={SIG}"
+    assert sealed == f"12:{H} {T} prev={P} key={KEY} sig={SIG}"
     assert parse_line(sealed) == CheckpointLine(plain, seal)
-    assert signed_payload(plain) == f"boxmaker audit checkpoint v1\n12:{H} {T}".encode()
+    assert signed_payload(plain, P) == f"boxmaker audit checkpoint v2\n12:{H} {T} prev={P}".encode()
+    assert line_hash(CheckpointLine(plain, seal)) == hashlib.sha256(sealed.encode()).hexdigest()
+    assert GENESIS == "0" * 64
+
+
+def test_a_v1_sealed_line_is_refused_saying_what_to_do() -> None:
+    with pytest.raises(ValueError, match=r"^a v1 sealed line") as caught:
+        parse_line(f"12:{H} {T} key={KEY} sig={SIG}")
+    assert "make it a note" in str(caught.value)
+    assert "bxctl audit checkpoint --append FILE --key KEYFILE" in str(caught.value)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "# a note", "  # indented note"])
@@ -53,9 +70,12 @@ def test_blank_lines_and_notes_are_skipped(text: str) -> None:
         f"12:{H.upper()} {T}",
         f"12:{H} 2026-11-30",
         f"12:{H} {T} key=0123456789abcdef",
-        f"12:{H} {T} key=xyz sig={SIG}",
-        f"12:{H} {T} key=0123456789abcdef sig=short",
-        f"12:{H} {T} sig={SIG} key=0123456789abcdef",
+        f"12:{H} {T} prev={P} key=xyz sig={SIG}",
+        f"12:{H} {T} prev={P} key={KEY} sig=short",
+        f"12:{H} {T} prev={P} sig={SIG} key={KEY}",
+        f"12:{H} {T} prev=abc key={KEY} sig={SIG}",
+        f"12:{H} {T} key={KEY} prev={P} sig={SIG}",
+        f"12:{H} {T} prev={P}",
     ],
 )
 def test_what_is_not_a_line_raises(text: str) -> None:
@@ -142,3 +162,84 @@ def test_a_recovered_line_is_not_a_record_its_recovery_is() -> None:
     verifier.feed("2026-11-30.jsonl", b"".join(x + b"\n" for x in (*lines[:2], torn, recovery)))
     report = verifier.finish()
     assert report.heads == ((2, hashlib.sha256(recovery).hexdigest()),)
+
+
+# --- the chain of sealed lines -------------------------------------------------------
+
+
+def chain(count: int) -> list[CheckpointLine]:
+    """`count` sealed lines linked as bxctl links them (the signatures are not checked here)."""
+    lines, prev = [], GENESIS
+    for i in range(count):
+        line = CheckpointLine(Checkpoint(i, H, T), Seal(prev, KEY, SIG))
+        lines.append(line)
+        prev = line_hash(line)
+    return lines
+
+
+def numbered(lines: list[CheckpointLine]) -> list[tuple[int, CheckpointLine]]:
+    return list(enumerate(lines, 1))
+
+
+def test_an_unbroken_chain_has_no_problem() -> None:
+    assert list(chain_problems(numbered(chain(5)))) == []
+
+
+@pytest.mark.parametrize("index", [0, 1, 5, 8], ids=["first", "second", "middle", "last-but-one"])
+def test_a_deleted_line_breaks_the_chain_at_its_place(index: int) -> None:
+    lines = chain(10)
+    del lines[index]
+    found = list(chain_problems(numbered(lines)))
+    assert [number for number, _ in found] == [index + 1]
+    assert found[0][1].startswith(f"seq {index + 1}: ")
+
+
+def test_plain_lines_are_outside_the_chain() -> None:
+    lines = chain(3)
+    lines.insert(1, CheckpointLine(Checkpoint(0, H, T), None))
+    assert list(chain_problems(numbered(lines))) == []
+
+
+@pytest.mark.parametrize("case", ["moved", "inserted", "edited"])
+def test_a_moved_inserted_or_edited_line_breaks_the_chain(case: str) -> None:
+    lines = chain(6)
+    if case == "moved":
+        lines[2], lines[3] = lines[3], lines[2]
+    elif case == "inserted":
+        lines.insert(3, CheckpointLine(Checkpoint(2, P, T), lines[3].seal))
+    else:
+        lines[2] = CheckpointLine(Checkpoint(2, P, T), lines[2].seal)
+    found = list(chain_problems(numbered(lines)))
+    assert found, case
+    assert found[0][0] == {"moved": 3, "inserted": 5, "edited": 4}[case]
+
+
+def test_the_first_sealed_line_must_start_the_chain() -> None:
+    lines = chain(3)[1:]
+    ((number, text),) = chain_problems(numbered(lines))
+    assert number == 1
+    assert text.startswith("seq 1: the first sealed line does not start the chain")
+
+
+@pytest.mark.parametrize(
+    ("newest", "seen", "expected"),
+    [(9, 9, None), (12, 9, None), (4, 9, "seq 4, older than seq 9 seen before (HEADFILE)")],
+    ids=["same", "newer", "older"],
+)
+def test_rollback(newest: int, seen: int, expected: str | None) -> None:
+    found = rollback_problem(Checkpoint(newest, H, T), Checkpoint(seen, P), "HEADFILE")
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert expected in found
+
+
+def test_the_head_file_round_trips_and_refuses_what_is_not_one() -> None:
+    for line in (chain(2)[1], CheckpointLine(Checkpoint(3, H, T), None)):
+        data = encode_head(line)
+        assert data.startswith(b"# ")
+        assert decode_head(data) == line
+    for bad in (b"", b"# nothing\n", b"garbage\n", encode_head(chain(1)[0]) * 2):
+        with pytest.raises(ValueError, match="not a head file"):
+            decode_head(bad)
