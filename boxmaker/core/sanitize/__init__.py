@@ -23,7 +23,8 @@ Modules, one purpose each (the generated Unicode ranges are
 
     findings         the answer types (Action, Finding, Neutralised, Rule)
     characters       refuse rules on single code points, and the emoji exception
-    secret_prefixes  refuse rules on prefixed secrets and private keys
+    secret_prefixes  refuse rules on prefixed and named secrets and private keys; redact
+    key_bodies       what a private key's header and base64 body look like
     tags             MEMORY_TAGS, refusing tags in memory, neutralise
     refusal          the refuse action
     normalisation    the folding the flag patterns read

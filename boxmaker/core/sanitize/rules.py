@@ -35,9 +35,13 @@ RULES = MappingProxyType(
             _R, "An API key of the sk- form (OpenAI, Anthropic and others)."
         ),
         secret_prefixes.SLACK: Rule(_R, "A Slack token (xoxb-, xoxa-, xoxp-, xoxr-, xoxs-)."),
-        secret_prefixes.AWS: Rule(_R, "An AWS access key id (AKIA or ASIA and 16 characters)."),
+        secret_prefixes.AWS: Rule(
+            _R,
+            "An AWS access key id (AKIA or ASIA and 16 characters), or a secret access key"
+            " after its name or beside its key id.",
+        ),
         secret_prefixes.PRIVATE_KEY: Rule(
-            _R, "A private key block (-----BEGIN ... PRIVATE KEY-----)."
+            _R, "A private key block (-----BEGIN ... PRIVATE KEY-----), or a key body without it."
         ),
         tags.REFUSED: Rule(_R, "A chat-template tag in a memory write."),
         tags.NEUTRALISED: Rule(
