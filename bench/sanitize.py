@@ -30,17 +30,30 @@ time takes about 4 times as long, quadratic 16), a ratio taken in the same run,
 since a fixed 50 ms fails on a slower or busier machine (on 2026-12-01 here the
 worst scan took 84.0 ms in one run and 28.7 ms, 4.6 times its quarter, in the
 next).
+
+And the cost brokerd adds to a tool call by running the flag rules over its
+result (`flagging.flag_rule`, issue 28): the median time over a 64 KiB result of
+the corpus's ordinary lines (nothing fires, so every pattern runs over all of
+it), against the median sandbox call measured in the same run: a bubblewrap
+read_file of that 64 KiB file where bubblewrap runs here, else the start of the
+sandbox's interpreter alone (`python3 -I -S -c pass`, less than any sandbox call
+takes, so the ratio is then an upper bound). The limit: at most 5% (`TAINT_LIMIT`).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from boxmaker.core.sanitize import flag, refuse
+from boxmaker.core.sanitize.flagging import flag_rule
 from boxmaker.testing.sanitize_redos import GROWTH_LIMIT, LIMIT_S, worst
 
 SEED = 20260926
@@ -48,6 +61,9 @@ SIZE = 10_000_000  # bytes of UTF-8
 ENTRY = 4096  # bytes per entry for the per-entry figure
 ROUNDS = 3
 RATIO_LIMIT = 1 / 2000
+RESULT = 64 * 1024  # bytes of the tool result the flag rules run over
+TAINT_LIMIT = 0.05  # flag rules over a result / the sandbox call it follows
+CALLS = 20
 ABSENT = "boxmaker-bench-literal-absent"
 
 CODE = (
@@ -137,6 +153,72 @@ def check_entries(entries: list[str]) -> int:
     return sum(len(refuse(e, memory=True)) + len(flag(e)) for e in entries)
 
 
+def ordinary_result(rng: random.Random) -> str:
+    """RESULT bytes of the corpus's code and prose lines (no attack lines)."""
+    lines: list[str] = []
+    size = 0
+    while size < RESULT:
+        line = rng.choice(CODE + PROSE).format(
+            w=rng.choice(WORDS), v="i", n=rng.randrange(100_000), h7="0" * 7, h64="0" * 64,
+            b64="QUJD" * 10, k36="", u16="",
+        )  # fmt: skip
+        lines.append(line)
+        size += len(line.encode()) + 1
+    return "\n".join(lines).encode()[:RESULT].decode(errors="ignore")
+
+
+def sandbox_call(result: str, folder: Path) -> tuple[str, Callable[[], object]]:
+    """What one sandbox call is here: a bwrap read_file of `result`, or the floor."""
+    from boxmaker.core.grant_loading import parse_grant_file
+    from boxmaker.core.grants import GrantSet
+    from boxmaker.core.messages import ResultResponse, ToolRequest
+    from boxmaker.core.policy import Decision, SessionState, decide
+    from boxmaker.sandbox.bwrap import BwrapRuntime
+    from boxmaker.sandbox.calls import SANDBOX_PYTHON, Limits
+    from boxmaker.sandbox.cgroups import Cgroups
+    from boxmaker.sandbox.runner import run
+
+    if BwrapRuntime.preflight():
+        floor = [SANDBOX_PYTHON, "-I", "-S", "-c", "pass"]
+        return "python3 -I -S -c pass (no bwrap here)", lambda: subprocess.run(floor, check=True)
+    (folder / "notes").mkdir()
+    (folder / "notes" / "result.txt").write_text(result, encoding="utf-8")
+    text = (
+        'tool = "read_file"\nmode = "auto"\nmax_taint = "secret"\nresult_class = "private"\n'
+        f'constraints.paths = ["{folder}/notes"]\n'
+    )
+    grant, problems = parse_grant_file("notes.toml", text.encode())
+    assert grant is not None, problems
+    arguments = json.dumps({"path": f"{folder}/notes/result.txt"})
+    request = ToolRequest(session="bench", call="c1", tool="read_file", arguments=arguments)
+    decision = decide(
+        request, GrantSet(grants=(grant,)), SessionState(), "2026-11-30T12:00:00.000Z"
+    )
+    assert isinstance(decision, Decision), decision
+    limits = Limits(timeout_s=30.0, memory_bytes=256 << 20, pids=64, output_bytes=1 << 20)
+    runtime = BwrapRuntime(folder / "home", limits, Cgroups.detect())
+
+    def call() -> None:
+        answer = run(decision, runtime)
+        assert isinstance(answer, ResultResponse), answer
+        assert answer.content == result, len(answer.content)
+
+    return "bwrap read_file of the 64 KiB result", call
+
+
+def taint_cost() -> tuple[float, float, str, bool]:
+    """Median flag_rule time over the 64 KiB result, median sandbox call, what the call
+    was, and whether anything fired."""
+    result = ordinary_result(random.Random(SEED + 1))
+    with tempfile.TemporaryDirectory(prefix="bx-bench-") as name:
+        what, call = sandbox_call(result, Path(name).resolve())
+        call()  # warm up
+        flagged = flag_rule(result) is not None
+        calls = [timed(call) for _ in range(CALLS)]
+        rules = [timed(lambda: flag_rule(result)) for _ in range(CALLS)]
+    return statistics.median(rules), statistics.median(calls), what, flagged
+
+
 def main() -> int:
     text = make_corpus(random.Random(SEED))
     entries = make_entries(text)
@@ -183,7 +265,14 @@ def main() -> int:
         f" {GROWTH_LIMIT:g} when over {LIMIT_S * 1000:.0f} ms, as the ReDoS test judges it)"
     )
     linear = slowest <= LIMIT_S or times < GROWTH_LIMIT
-    ok = whole_ratio >= RATIO_LIMIT and linear
+    rule_s, call_s, what, flagged = taint_cost()
+    cost = rule_s / call_s
+    print(
+        f"  flag rules over a 64 KiB tool result: {rule_s * 1000:.2f} ms"
+        f" ({'something fired' if flagged else 'nothing fired'}); {what}: {call_s * 1000:.2f} ms;"
+        f" ratio {cost:.1%} (at most {TAINT_LIMIT:.0%})"
+    )
+    ok = whole_ratio >= RATIO_LIMIT and linear and cost <= TAINT_LIMIT
     print("sanitize bench: " + ("ok" if ok else "UNDER THE LIMIT"))
     return 0 if ok else 1
 

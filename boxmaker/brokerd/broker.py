@@ -17,8 +17,10 @@ The order, for every request:
        to memoryd through the memory link with the session's labels as they are
        now; every other tool runs in the sandbox runtime), cut a result too large
        for one frame (`core.frame_fit.fit_result`: marked truncated, so the record
-       describes what is sent), then raise the taint and write the Result record
-       (ledger step three), and only then answer.
+       describes what is sent), run the flag rules over what is sent (a result that
+       matches one is untrusted whatever its grant says, and the Result record and
+       the session's `untrusted_by` name the rule), then raise the taint and write
+       the Result record (ledger step three), and only then answer.
 
 Every Decision, Approval and Result record takes its time from the ledger's
 clock, under the ledger's lock; this module's clock only dates the approval
@@ -48,6 +50,7 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState
+from boxmaker.core.sanitize.flagging import flag_rule
 from boxmaker.core.timestamps import add_ms
 from boxmaker.ipc.server import Connection
 from boxmaker.sandbox.runner import Runtime, run
@@ -91,9 +94,13 @@ class BrokerHandler:
                 return
             outcome = verdict
         response = self._run(outcome)
+        rule = None
         if isinstance(response, ResultResponse):
             response = fit_result(response, envelope.id)
-        conn.send(self.ledger.record_result(outcome, seq, response), final=True)
+            rule = flag_rule(response.content)
+            if rule is not None:
+                log.info("event=result_flagged seq=%d rule=%s", seq, rule)
+        conn.send(self.ledger.record_result(outcome, seq, response, rule), final=True)
 
     def _run(self, decision: Decision) -> ResultResponse | FailedResponse:
         if not decision.tool.is_memory:

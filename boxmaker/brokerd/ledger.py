@@ -263,19 +263,26 @@ class Ledger:
             return None
 
     def record_result(
-        self, decision: Decision, seq: int, response: ResultResponse | FailedResponse
+        self,
+        decision: Decision,
+        seq: int,
+        response: ResultResponse | FailedResponse,
+        flag: str | None = None,
     ) -> ResultResponse | FailedResponse:
         """Step three: raise the taint on disk, record the result; only then may it be sent.
 
         A result's labels are the decision's raised by the result's own: a sandbox
         result carries the decision's, and memoryd marks a recall that returned an
-        untrusted note (memory-tainted). The answer sent carries the same labels.
+        untrusted note (memory-tainted). `flag`, the flag rule the result's content
+        matched, makes it untrusted whatever its grant says, and is named in the
+        Result record (and in the session's `untrusted_by` when it is the first).
+        The answer sent carries the same labels.
         """
         request = decision.request
         result_class, untrusted = decision.result_class, decision.untrusted
         if isinstance(response, ResultResponse):
             result_class = highest(result_class, response.class_)
-            untrusted = untrusted or response.untrusted
+            untrusted = untrusted or response.untrusted or flag is not None
             response = response.model_copy(update={"class_": result_class, "untrusted": untrusted})
         content = response.content if isinstance(response, ResultResponse) else response.message
         body = content.encode()
@@ -288,7 +295,7 @@ class Ledger:
                     after = SessionState(
                         taint=highest(state.taint, result_class),
                         untrusted=state.untrusted or untrusted,
-                        untrusted_by=_untrusted_by(state, request, untrusted),
+                        untrusted_by=_untrusted_by(state, request, untrusted, flag),
                     )
                     if after != state:  # most results raise nothing: no file to sync
                         self._states.write(request.session, after)
@@ -306,6 +313,7 @@ class Ledger:
                         bytes=len(body),
                         sha256=sha256_hex(body),
                         taint_after=after.taint,
+                        flag=flag if isinstance(response, ResultResponse) else None,
                     ),
                     now,
                 )
@@ -341,12 +349,15 @@ def _verdict(
     return verdict
 
 
-def _untrusted_by(state: SessionState, request: ToolRequest, untrusted: bool) -> UntrustedBy | None:
-    """Who made the session untrusted: kept from before, or this call if it is the first."""
+def _untrusted_by(
+    state: SessionState, request: ToolRequest, untrusted: bool, flag: str | None
+) -> UntrustedBy | None:
+    """Who made the session untrusted: kept from before, or this call (and the flag rule
+    its content matched, if any) if it is the first."""
     if state.untrusted:
         return state.untrusted_by
     if untrusted:
-        return UntrustedBy(session=request.session, call=request.call, tool=request.tool)
+        return UntrustedBy(session=request.session, call=request.call, tool=request.tool, rule=flag)
     return None
 
 

@@ -8,11 +8,13 @@ private and trusted. A file that cannot be read or parsed, or that says `public`
 `state_unreadable`. Only valid identifiers reach the file system.
 
     {"taint": "private", "untrusted": true,
-     "untrusted_by": {"session": ..., "call": ..., "tool": ...}}
+     "untrusted_by": {"session": ..., "call": ..., "tool": ..., "rule": ...}}
 
 `untrusted_by` (the call whose result first made the session untrusted) is
 written only once the session is untrusted; a file without it (written before
-it was kept) reads as untrusted by an unknown call.
+it was kept) reads as untrusted by an unknown call. Its `rule` is there only
+when the result's content matched a flag rule (the grant did not say untrusted,
+or did and the content matched too): the rule's name.
 
 `states` lists every session that has a file (for `session_states` on
 admin.sock, `bxctl sessions`): each id with its state, or with the
@@ -110,6 +112,6 @@ class SessionStore:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         fields: dict[str, object] = {"taint": state.taint.value, "untrusted": state.untrusted}
         if state.untrusted and state.untrusted_by is not None:
-            fields["untrusted_by"] = state.untrusted_by.model_dump(mode="json")
+            fields["untrusted_by"] = state.untrusted_by.model_dump(mode="json", exclude_none=True)
         body = orjson.dumps(fields)
         write_atomic(path, body)

@@ -119,7 +119,8 @@ def block(item: PendingApproval, now: str) -> list[str]:
     """The lines that show one waiting call, as approvals and chat print them.
 
     Two lines, and a third when the session is untrusted, naming the call whose
-    result made it so. The digest is shown short (`bxctl approve N --digest D`).
+    result made it so (and the flag rule its content matched, if that did). The
+    digest is shown short (`bxctl approve N --digest D`).
     """
     session = item.session
     if len(session) > SESSION_WIDTH:
@@ -136,8 +137,12 @@ def block(item: PendingApproval, now: str) -> list[str]:
 
 
 def untrusted_since(by: UntrustedBy) -> str:
-    """One line: which call made the session untrusted (for approvals and the chat post)."""
-    return f"untrusted since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
+    """One line: which call made the session untrusted (for approvals and the chat post),
+    and the flag rule its result matched when that is what did."""
+    line = f"untrusted since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
+    if by.rule is not None:
+        line += f": its result matched the flag rule {escape_arguments(by.rule)}"
+    return line
 
 
 def write_block(stream: TextIO, item: PendingApproval, now: str) -> None:

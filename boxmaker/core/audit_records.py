@@ -95,6 +95,7 @@ class ResultEvent(Strict):
     bytes: Seq  # of the content, or of the failure message
     sha256: Hash32
     taint_after: DataClass
+    flag: str | None = None  # the flag rule the content matched, which made it untrusted
 
 
 class RecoveryEvent(Strict):

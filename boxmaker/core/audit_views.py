@@ -115,6 +115,7 @@ class ResultView(_Strict, frozen=True, tag_field="type", tag="result", rename={"
     bytes: Seq
     sha256: Hash
     taint_after: Class
+    flag: str | None = None
 
 
 class RecoveryView(_Strict, frozen=True, tag_field="type", tag="recovery"):

@@ -99,11 +99,13 @@ class DeniedResponse(Strict):
 
 
 class UntrustedBy(Strict):
-    """The call whose result first made a session untrusted (brokerd's session state)."""
+    """The call whose result first made a session untrusted (brokerd's session state),
+    and the flag rule its content matched when that, not its grant, made it untrusted."""
 
     session: SessionId
     call: CallId
     tool: str
+    rule: str | None = None
 
 
 # a digest's prefix, as the owner types it (`bxctl approve N --digest D`)
@@ -367,10 +369,22 @@ class MemoryBlock(Strict):
     session: SessionId
 
 
+class BlockSpan(Strict):
+    """Where one identity entry's text lies in a block's text, in code points
+    (`boxmaker.core.memory_block`, rule 2)."""
+
+    id: Identifier
+    kind: Literal["memory", "user"]
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+
+
 class MemoryBlockReply(Strict):
     kind: Literal["memory_block_reply"] = "memory_block_reply"
     text: str  # soul.md and the identity entries that pass, not yet neutralised
     excluded: int = Field(ge=0)  # identity entries left out (logged by memoryd with their rule)
+    soul: int = Field(default=0, ge=0)  # code points at the head of `text` that are soul.md's
+    entries: tuple[BlockSpan, ...] = ()  # the entries in `text`, in order
 
 
 class SessionUpdated(Strict):
@@ -425,9 +439,24 @@ class MemoryLog(Strict):
     limit: int = Field(ge=1, le=MAX_MEMORY_LOG)  # the last `limit` journal lines
 
 
+MAX_LOG_EXCLUDED = 1000  # entries left out of the block named in one memory_log_reply
+
+
+class BlockExclusion(Strict):
+    """An identity entry the memory block leaves out now, and the rule that does."""
+
+    id: Identifier
+    kind: Literal["memory", "user"]
+    rule: str = Field(min_length=1, max_length=128)
+
+
 class MemoryLogReply(Strict):
     kind: Literal["memory_log_reply"] = "memory_log_reply"
     lines: tuple[str, ...]  # journal lines, oldest first, without their line feed
+    # what the block leaves out now, in block order: the first MAX_LOG_EXCLUDED, and
+    # how many more there are
+    excluded: tuple[BlockExclusion, ...] = Field(default=(), max_length=MAX_LOG_EXCLUDED)
+    excluded_more: int = Field(default=0, ge=0)
 
 
 # --- gatewayd: gateway/gateway.sock -------------------------------------------------

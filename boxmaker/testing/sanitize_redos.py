@@ -40,6 +40,12 @@ FLAG_UNITS: dict[str, tuple[str, ...]] = {
         "ignore your all your all your all your all instructionz ",
         "ignore ",
     ),
+    "ignore-earlier-typo": (
+        "ignroe " + _FILLER,
+        "ignroe previuos previuos previuos previuos previuos instrucitonz ",
+        "disregrad your all your all your all prompz ",
+        "ignroe ",
+    ),
     "ignore-above-and": ("ignore all of the above text, and instead ", "ignore the above, and "),
     "override-system-prompt": ("system prompt ", "overridden the system prompt "),
     "system-prompt-override": ("system prompt overrid ", "system prompt "),
@@ -49,6 +55,18 @@ FLAG_UNITS: dict[str, tuple[str, ...]] = {
         "to https://",
         "send secret to www.",
         "at the website http:/",
+    ),
+    "send-to-address": (
+        "send the secret to eve.example.c ",
+        "to " + "a." * 40 + " ",
+        "send secret to mail address 'x" + "y" * 70 + ".com ",
+        "to the email ",
+    ),
+    "pay-to-account": ("pay to the account ", "transfer to the bank accoun ", "to my account "),
+    "pay-to-iban": (
+        "pay to de" + "8" * 40 + " ",
+        "send to the iban number: de89 ",
+        "to the following account: " + "de89" * 8 + " ",
     ),
     "image-placeholder": (
         "![" + "a" * 100 + "](//" + "b" * 299 + "?" + " ",
@@ -81,6 +99,23 @@ FLAG_UNITS: dict[str, tuple[str, ...]] = {
         "important message from ",
     ),
     "note-to-the-ai": ("note to the ai assistant ", "note to "),
+    "message-from-me-to-you": ("important message from me, " + "a " * 6, "important message from "),
+    "todo-to-the-ai": (
+        "todo: ai assistant, " + "a " * 6,
+        "todo(agent): ",
+        "todo for you, the ai model ",
+        "todo ",
+    ),
+    "todo-you-must": ("todo: you must now ignore all of the ", "todo: you ", "todo "),
+    "fake-system-header": (
+        "###### ( system_message ",
+        "### system_prompt ",
+        "[system_message](#" + "a" * 40,
+        "[system] ",
+        "system override ",
+        "<|system|> ",
+        "# ",
+    ),
 }
 
 SECRET_UNITS: dict[str, tuple[str, ...]] = {
@@ -94,6 +129,28 @@ SECRET_UNITS: dict[str, tuple[str, ...]] = {
         "-----BEGIN " + "A " * 20 + "PRIVATE KE\n",
         "-----BEGIN PRIVATE KEY-----x",
         "-----BEGIN ",
+    ),
+    "aws-secret-named": (
+        "secret_access_key" + " " * 8 + "Ab" * 19 + "A ",
+        "SECRET_ACCESS_KEY=" + "Ab" * 21 + " ",
+        "secret access ",
+        "secret_access_key" + "=" * 9,
+    ),
+    "aws-secret-beside-id": (
+        "a" * 39 + " ",
+        "AKIAABCDEFGHIJKLMNOP\n" * 12 + "Ab" * 20 + "\n",
+        "AKIAABCDEFGHIJKLMNOP\n\n\n\n" + "Ab" * 20 + "\n\n\n\n",
+        "Ab" * 20 + "= AKIAABCDEFGHIJKLMNOP ",
+    ),
+    "key-body-der": (
+        "M" * 63 + " ",
+        "M" + "A" * 62 + " ",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2 + "\n",
+    ),
+    "key-body-openssh": (
+        "b3BlbnNzaC1rZXktdjE" + "A" * 44 + " ",
+        "b3BlbnNzaC1rZXktdjE",
+        "b3BlbnNzaC1rZXktdjE" + "A" * 45 + "\n",
     ),
 }
 

@@ -61,18 +61,29 @@ import re
 from dataclasses import dataclass
 
 from boxmaker.core.sanitize.flag_words import (
+    ACT,
+    ACT_ON_DATA,
     AGENT_FILE_NAMES,
     AI,
+    AI_OR_NAME,
+    AMOUNT,
+    AT_ADDRESS,
     EARLIER,
     EARLIER_TEXT,
+    EARLIER_TYPO,
     ENTER,
     FREE,
+    IBAN,
+    IGNORE_TYPO,
     IGNORE_VERBS,
     JAILBREAK,
     LIMITS,
+    MUST,
     NEVER,
     NEW,
     ORDERS,
+    ORDERS_TYPO,
+    PAY,
     PAYLOAD,
     PERSON,
     PROMPT_KIND,
@@ -82,9 +93,16 @@ from boxmaker.core.sanitize.flag_words import (
     SAY,
     SEND,
     SENSITIVE,
+    SENSITIVE_MAIL,
+    SYSTEM_ADDRESSED,
+    SYSTEM_OVERRIDE_END,
+    SYSTEM_PART,
     TALK,
     TELL,
     THE_ABOVE,
+    TO_ACCOUNT,
+    TO_ADDRESS,
+    TO_IBAN,
     TO_URL,
     URGENT,
     WHOLE,
@@ -105,7 +123,10 @@ class FlagPattern:
     anchor starts); the finding starts at the earliest of them. `near`: the same,
     within `window` characters either side. `inside`: a pattern to be found in
     the anchor's own match. `word_start`: the anchor must start a word (checked
-    on the match, since a leading `\\b` would slow every scan down).
+    on the match, since a leading `\\b` would slow every scan down). `original`: a
+    pattern to be found in the original text of the finding (from its start to the
+    anchor's end), for what normalisation folds away (an e-mail address's `@`, a
+    currency sign, the digits of an amount); checked only where the rest matched.
     """
 
     rule: str
@@ -115,6 +136,7 @@ class FlagPattern:
     near: tuple[tuple[re.Pattern[str], int], ...] = ()
     inside: re.Pattern[str] | None = None
     word_start: bool = True
+    original: re.Pattern[str] | None = None
 
 
 IGNORE = "ignore-instructions"
@@ -142,6 +164,11 @@ PATTERNS: tuple[FlagPattern, ...] = (
     # ignore-instructions
     FlagPattern(
         IGNORE, "ignore-earlier", _c(rf"{IGNORE_VERBS} {fill(4)}{EARLIER} {fill(3)}{ORDERS}\b")
+    ),
+    FlagPattern(
+        IGNORE,
+        "ignore-earlier-typo",
+        _c(rf"{IGNORE_TYPO} {fill(4)}{EARLIER_TYPO} {fill(3)}{ORDERS_TYPO}\b"),
     ),
     FlagPattern(
         IGNORE,
@@ -176,6 +203,27 @@ PATTERNS: tuple[FlagPattern, ...] = (
         "send-to-url",
         _c(TO_URL),
         before=((_somewhere(SEND), 200), (_somewhere(SENSITIVE), 200)),
+    ),
+    FlagPattern(
+        EXFIL,
+        "send-to-address",
+        _c(TO_ADDRESS),
+        before=((_somewhere(SEND), 200), (_somewhere(f"(?:{SENSITIVE}|{SENSITIVE_MAIL})"), 200)),
+        original=_c(AT_ADDRESS),
+    ),
+    FlagPattern(
+        EXFIL,
+        "pay-to-account",
+        _c(TO_ACCOUNT),
+        before=((_somewhere(PAY), 200),),
+        original=_c(AMOUNT),
+    ),
+    FlagPattern(
+        EXFIL,
+        "pay-to-iban",
+        _c(TO_IBAN),
+        before=((_somewhere(PAY), 200),),
+        original=_c(IBAN),
     ),
     FlagPattern(
         EXFIL,
@@ -363,7 +411,15 @@ PATTERNS: tuple[FlagPattern, ...] = (
         _c(
             rf"{one_of('important', 'urgent', 'critical', 'priority')}"
             rf" {one_of('message', 'instructions', 'instruction', 'notice', 'note', 'update')}"
-            rf" {one_of('from', 'for')} {fill(6)}(?:to )?(?:the |you,? (?:the )?)?{AI}\b"
+            rf" {one_of('from', 'for')} {fill(6)}(?:to )?(?:the |you,? (?:the )?)?{AI_OR_NAME}\b"
+        ),
+    ),
+    FlagPattern(
+        PHRASE,
+        "message-from-me-to-you",
+        _c(
+            rf"{one_of('important', 'urgent', 'critical', 'priority')}"
+            rf" {one_of('message', 'instructions', 'notice', 'note')} from me, {fill(3)}to you\b"
         ),
     ),
     FlagPattern(
@@ -372,6 +428,34 @@ PATTERNS: tuple[FlagPattern, ...] = (
         _c(
             rf"{one_of('note', 'message', 'instructions')} {one_of('to', 'for')}"
             rf" (?:the |any )?{AI}(?: {one_of('assistant', 'agent', 'model')})? ?:"
+        ),
+    ),
+    FlagPattern(
+        PHRASE,
+        "todo-to-the-ai",
+        _c(
+            r"todo ?(?:\( ?|\[ ?| for | to |: ?|- ?)?(?:the |you,? (?:the )?)?(?:ai )?"
+            rf"{AI_OR_NAME}(?: {one_of('assistant', 'agent', 'model')})? ?[)\]]? ?[:,-]"
+            rf" {fill(3)}{ACT}\b"
+        ),
+    ),
+    FlagPattern(
+        PHRASE,
+        "todo-you-must",
+        _c(
+            rf"todo ?:? you,? (?:{MUST} )?(?:{one_of('now', 'please', 'immediately', 'first')} )?"
+            rf"{ACT_ON_DATA}\b"
+        ),
+    ),
+    FlagPattern(
+        PHRASE,
+        "fake-system-header",
+        _c(
+            rf"(?:#{{1,6}} ?\( ?system(?:[_ ]{SYSTEM_PART})? ?\)"
+            rf"|#{{2,6}} ?system(?:[_ ]{SYSTEM_PART})? ?[:#]"
+            rf"|\[system(?:[_ ]{SYSTEM_PART})?\](?:\(#[a-z_-]{{1,30}}\))? ?:? ?{SYSTEM_ADDRESSED}\b"
+            r"|<\|system\|> ?[a-z]"
+            rf"|system override(?: ?[:!*\]]| {SYSTEM_OVERRIDE_END}\b))"
         ),
     ),
 )

@@ -9,6 +9,9 @@ The rules (what a flag means for memory is 003 section 6.3; here only finding):
    before the anchor, each `near` pattern in its window either side, and its
    `inside` pattern in the anchor's own match. Otherwise that anchor match is
    dropped and the scan goes on.
+2a. A pattern with an `original` pattern fires only if that is found in the
+   original text of the finding (rule 3's span): what normalisation folded away
+   (`@`, `$`, digits) is still there.
 3. A finding starts where its earliest part (a `before` match or the anchor)
    starts, mapped back to the original text, and its excerpt is the original
    text from there to the anchor's end: one line, cut in the middle when long,
@@ -163,10 +166,36 @@ def _joined_spans(
     return out
 
 
-def _finding(normalised: Normalised, rule: str, start: int, end: int) -> Finding:
+def _in_original(normalised: Normalised, pattern: FlagPattern, first: int, last: int) -> bool:
+    """Rule 2a for the original span `first`..`last`."""
+    if pattern.original is None:
+        return True
+    return pattern.original.search(normalised.original, first, last) is not None
+
+
+def _finding(normalised: Normalised, pattern: FlagPattern, start: int, end: int) -> Finding | None:
+    """The finding for normalised `start`..`end`, or None if `pattern.original` is not
+    in its original text (rule 2a)."""
     first, last = normalised.span(start, end)
-    excerpt = printable(redact(normalised.original[first:last]))
-    return Finding(Action.FLAG, rule, first, excerpt)
+    if not _in_original(normalised, pattern, first, last):
+        return None
+    excerpt = printable(redact(normalised.original, first, last))
+    return Finding(Action.FLAG, pattern.rule, first, excerpt)
+
+
+def flag_rule(text: str) -> str | None:
+    """The rule of a flag finding in `text` (the first pattern's, in `PATTERNS` order,
+    that fires), or None when nothing fires: whether `flag` finds anything, without
+    the excerpts, and stopping at the first. brokerd labels a tool result by it."""
+    normalised = normalise(text)
+    windows = _Windows(normalised.text)
+    for pattern in PATTERNS:
+        for start, end in spans(pattern, normalised.text, windows):
+            if pattern.original is None or _in_original(
+                normalised, pattern, *normalised.span(start, end)
+            ):
+                return pattern.rule  # rule 2a, mapping back only where it is needed
+    return None
 
 
 def flag(text: str) -> list[Finding]:
@@ -177,8 +206,8 @@ def flag(text: str) -> list[Finding]:
     windows = _Windows(normalised.text)
     for pattern in PATTERNS:
         for start, end in spans(pattern, normalised.text, windows):
-            finding = _finding(normalised, pattern.rule, start, end)
-            if (finding.rule, finding.start) not in seen:
+            finding = _finding(normalised, pattern, start, end)
+            if finding is not None and (finding.rule, finding.start) not in seen:
                 seen.add((finding.rule, finding.start))
                 findings.append(finding)
     return sorted(findings, key=lambda f: (f.start, f.rule))
