@@ -4,6 +4,12 @@ I/O: one request on memoryd's owner socket (`owner-memory/admin.sock` under
 `BOXMAKER_HOME`, or `--socket`). bxctl never imports memoryd: it only talks to
 it. The journal's lines are printed as data (`boxmaker.core.escape`), oldest
 first, newest last, so nothing in them can move the cursor or change colours.
+After them, `memory log` names the identity entries the memory block leaves out
+now, one line each with its file and rule (`over-budget`: no room; a refuse rule;
+`untrusted`: marked so by hand), as memoryd reports them:
+
+    memory block: leaves out 3 entries; see runbook.md#memory-entry-excluded
+    memory block: m-3f2a9c01b4de in memory.md: over-budget
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from boxmaker.core.messages import (
     Reindex,
     Reindexed,
 )
+from boxmaker.core.runbook import Runbook
 
 DEFAULT_LIMIT = 20
+_FILES = {"memory": "memory.md", "user": "user.md"}  # memoryd's files, as the owner knows them
 
 
 def add_parser(commands: Any) -> None:
@@ -83,11 +91,29 @@ def journal_lines(lines: Iterable[str]) -> list[str]:
     return [escape_arguments(line) for line in lines]
 
 
+def excluded_lines(answer: MemoryLogReply) -> list[str]:
+    """What the memory block leaves out, as printed (none when it leaves out nothing)."""
+    total = len(answer.excluded) + answer.excluded_more
+    if not total:
+        return []
+    noun = "entry" if total == 1 else "entries"
+    lines = [f"memory block: leaves out {total:,} {noun}; {Runbook.MEMORY_ENTRY_EXCLUDED.pointer}"]
+    lines += [
+        f"memory block: {e.id} in {_FILES[e.kind]}: {escape_arguments(e.rule)}"
+        for e in answer.excluded
+    ]
+    if answer.excluded_more:
+        lines.append(f"memory block: and {answer.excluded_more:,} more, not named here")
+    return lines
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     answer = _ask(args.socket or default_memory_socket(), MemoryLog(limit=args.limit))
     if not isinstance(answer, MemoryLogReply):
         raise CliError(f"memoryd answered {answer.kind} to memory_log")
     for line in journal_lines(answer.lines):
+        out(line)
+    for line in excluded_lines(answer):
         out(line)
     return EXIT_OK
 

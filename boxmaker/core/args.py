@@ -16,17 +16,19 @@ before anything is parsed.
     memory_replace      kind, entry, text
     memory_consolidate  kind, entries, text
     memory_note         text, untrusted (optional, false)
-    memory_recall       query, limit (optional, 5)
+    memory_recall       query, limit (optional, 5), page (optional, 1)
 
 The memory tools run in memoryd, not a sandbox (`docs/memoryd.md`): `kind` is
 `memory` or `user`; `text`, `query`, `entry` and each of `entries` are non-empty
 strings; `entries` holds 1 to 50 distinct ids; `limit` is an integer from 1 to
-50. memoryd parses what brokerd forwards with this same parser.
+50, and so is `page` (which page of a recall too large for one answer: memoryd's
+`recall_pages`). memoryd parses what brokerd forwards with this same parser.
 
 `canonical_arguments` serialises parsed arguments again, fields in table order,
 compact: this is what the owner is shown when approving, so `\\u002fetc` and `/etc`
 look the same because they mean the same (an optional memory field is always
-written out: `limit` 5 and no `limit` mean the same).
+written out: `limit` 5 and no `limit` mean the same; but `page` only past the
+first, so a recall's canonical form is as it was before pages).
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class MemoryNoteArgs:
 class MemoryRecallArgs:
     query: str
     limit: int
+    page: int = 1
 
 
 MemoryArgs = MemoryAddArgs | MemoryReplaceArgs | MemoryConsolidateArgs | MemoryNoteArgs
@@ -144,7 +147,7 @@ _FIELDS: dict[ToolName, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ToolName.MEMORY_REPLACE: (("kind", "entry", "text"), ()),
     ToolName.MEMORY_CONSOLIDATE: (("kind", "entries", "text"), ()),
     ToolName.MEMORY_NOTE: (("text",), ("untrusted",)),
-    ToolName.MEMORY_RECALL: (("query",), ("limit",)),
+    ToolName.MEMORY_RECALL: (("query",), ("limit", "page")),
 }
 
 
@@ -224,12 +227,12 @@ def _flag(obj: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _limit(obj: dict[str, Any]) -> int:
-    value = obj.get("limit", DEFAULT_RECALL)
+def _limit(obj: dict[str, Any], name: str = "limit", default: int = DEFAULT_RECALL) -> int:
+    value = obj.get(name, default)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ArgsError("invalid type for `limit`: expected an integer")
+        raise ArgsError(f"invalid type for `{name}`: expected an integer")
     if not 1 <= value <= MAX_RECALL:
-        raise ArgsError(f"`limit` must be from 1 to {MAX_RECALL}")
+        raise ArgsError(f"`{name}` must be from 1 to {MAX_RECALL}")
     return value
 
 
@@ -246,7 +249,9 @@ def _memory(tool: ToolName, obj: dict[str, Any]) -> MemoryArgs | MemoryRecallArg
         )
     if tool is ToolName.MEMORY_NOTE:
         return MemoryNoteArgs(text=_filled(obj, "text"), untrusted=_flag(obj, "untrusted"))
-    return MemoryRecallArgs(query=_filled(obj, "query"), limit=_limit(obj))
+    return MemoryRecallArgs(
+        query=_filled(obj, "query"), limit=_limit(obj), page=_limit(obj, "page", 1)
+    )
 
 
 def _path(obj: dict[str, Any], name: str) -> str:
@@ -307,6 +312,8 @@ def canonical_arguments(args: ToolArgs) -> str:
             fields = {"kind": kind, "entries": list(entries), "text": text}
         case MemoryNoteArgs(text=text, untrusted=untrusted):
             fields = {"text": text, "untrusted": untrusted}
-        case MemoryRecallArgs(query=query, limit=limit):
+        case MemoryRecallArgs(query=query, limit=limit, page=page):
             fields = {"query": query, "limit": limit}
+            if page != 1:
+                fields["page"] = page
     return orjson.dumps(fields).decode()

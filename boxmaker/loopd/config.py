@@ -22,7 +22,10 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               (f16, q8_0, q4_0), batch, ubatch (`boxmaker.core.offload`)
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
     [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
-              memory block), timeout_ms (each request to memoryd, at least 1)
+              memory block), timeout_ms (each request to memoryd, at least 1),
+              block_tokens (a new session's memory block in the prompt: 0 = an
+              eighth of the context, at most a quarter; past it, whole entries
+              are left out and logged)
     [sockets] loop, group_access
     [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536), result_tokens
               (a tool result's budget in the prompt: 0 = an eighth of the context,
@@ -111,6 +114,9 @@ class BrokerSection(Section):
 class MemorySection(Section):
     socket: str = ""
     timeout_ms: int = Field(default=10_000, ge=1)
+    # a new session's memory block, in tokens: 0 = an eighth of the context; never
+    # more than a quarter of it (`boxmaker.loopd.memory_fit`)
+    block_tokens: int = Field(default=0, ge=0)
 
 
 class SocketsSection(Section):

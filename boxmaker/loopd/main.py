@@ -310,8 +310,9 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
 def turn_limits(config: LoopdConfig, context: int | None = None) -> TurnLimits:
     """`[turn]` and `[model]`'s budgets, none past `context`: the one loopd resolved
     (`resolve_context`); None: `[model] context` as set, which must then be a number
-    (ValueError for 0, which only the model's metadata turns into one). A result's and
-    a summary's budgets: 0 = an eighth of the context; never more than a quarter."""
+    (ValueError for 0, which only the model's metadata turns into one). A result's,
+    a summary's and the memory block's budgets: 0 = an eighth of the context; never
+    more than a quarter."""
     if context is None:
         context = config.model.context
         if context == 0:
@@ -327,6 +328,7 @@ def turn_limits(config: LoopdConfig, context: int | None = None) -> TurnLimits:
         compact_at=turn.compact_at,
         summary_tokens=min(turn.summary_tokens or context // 8, context // 4),
         keep_turns=turn.keep_turns,
+        block_tokens=min(config.memory.block_tokens or context // 8, context // 4),
     )
 
 

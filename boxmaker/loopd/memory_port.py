@@ -4,13 +4,16 @@ I/O: one Unix-socket connection per request to memoryd's loop-memory socket
 (`boxmaker.ipc.client`), each bounded by `timeout_ms` from when it began. Two
 requests, answered as docs/memoryd.md's wire says:
 
-    block(session)            memory_block {session} -> memory_block_reply {text, excluded}
-                              the text as memoryd sent it, not yet neutralised (the
-                              turn loop does that); any other outcome (nothing
+    block(session)            memory_block {session} -> memory_block_reply {text, excluded,
+                              soul, entries}: the text as memoryd sent it, not yet
+                              neutralised (the turn loop does that); `block_parts`
+                              gives it cut by its spans into the soul and whole
+                              entries (`core.memory_block`), so the loop can fit it
+                              to its token budget. Any other outcome (nothing
                               listening, the deadline, an `error` frame, any other
-                              answer) is MemoryUnavailableError, one line ending
-                              with the runbook pointer, and is logged
-                              `event=memory_unavailable`
+                              answer, spans that do not match the text) is
+                              MemoryUnavailableError, one line ending with the
+                              runbook pointer, and is logged `event=memory_unavailable`
     session_updated(session)  session_updated {session} -> ok {}, best effort: any
                               other outcome is logged `event=session_updated_failed`
                               and never raised
@@ -26,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from boxmaker.core.errors import NotAllowedError, RequestError, TimedOutError, UnreachableError
+from boxmaker.core.memory_block import BlockEntry, Span, render_block, split_block
 from boxmaker.core.messages import (
     Error,
     MemoryBlock,
@@ -57,9 +61,19 @@ class MemoryPort:
     def block(self, session: str) -> str:
         """The memory block for `session`, as memoryd wrote it; MemoryUnavailableError if
         memoryd does not give one."""
+        soul, entries = self.block_parts(session)
+        return render_block(soul, entries).text
+
+    def block_parts(self, session: str) -> tuple[str, list[BlockEntry]]:
+        """The memory block for `session` as its soul and entries, read by its spans;
+        MemoryUnavailableError if memoryd does not give one that matches them."""
         answer = self._ask(MemoryBlock(session=session))
         if isinstance(answer, MemoryBlockReply):
-            return answer.text
+            spans = [Span(e.id, e.kind, e.start, e.end) for e in answer.entries]
+            try:
+                return split_block(answer.text, answer.soul, spans)
+            except ValueError as exc:
+                answer = f"memoryd's block does not match its entries: {exc}"
         why = answer if isinstance(answer, str) else self._unexpected(answer)
         log.error(
             "event=memory_unavailable session=%s socket=%s why=%s %s",

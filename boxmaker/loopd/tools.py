@@ -138,7 +138,11 @@ BROKER_TOOLS: dict[str, dict[str, Any]] = {
     },
     "memory_recall": {
         "description": "Search remembered entries and notes; the best matches come back.",
-        "arguments": {"query": "words to search for", "limit": "optional, 1 to 50 (5)"},
+        "arguments": {
+            "query": "words to search for",
+            "limit": "optional, 1 to 50 (5)",
+            "page": "optional: the page an answer too long for one asks for next (1)",
+        },
         "required": ["query"],
     },
 }

@@ -48,7 +48,8 @@ The memory block (`loopd.memory_port`, memoryd's soul.md and identity entries)
 is asked for once, when a session begins; a resumed session replays the logged
 entry and never asks again, so every prompt of a session carries the same
 bytes, whatever memoryd holds by then. It is part of the system turn: the
-system prompt, a blank line, then the block. Formats with a system role
+system prompt, a blank line, then the block (cut to `block_tokens` by whole
+entries: `loopd.memory_fit`). Formats with a system role
 (chatml, llama3, phi3) send that as their system turn; those without one (gemma,
 mistral) open the first user turn with it, as they do the system prompt alone
 (`ChatFormat.render`). memoryd unreachable, or answering anything but a block,
@@ -109,6 +110,7 @@ from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.memory_fit import fit_memory
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.model import ContextFullError, Model
 from boxmaker.loopd.pacing import Paced
@@ -150,6 +152,8 @@ class TurnLimits:
     compact_at: float = 0.85  # of the context: a longer next prompt compacts first
     summary_tokens: int = 512  # a compaction's summary, at most
     keep_turns: int = 2  # the owner's last turns kept verbatim when they fit
+    # a new session's memory block, at most (`loopd.memory_fit`); None: as memoryd sent it
+    block_tokens: int | None = None
 
 
 CACHED_SESSIONS = 16
@@ -331,9 +335,17 @@ class TurnLoop:
         if self._memory is None:
             return
         try:
-            block = self._memory.block(session)
+            soul, entries = self._memory.block_parts(session)
         except MemoryUnavailableError as exc:
             raise TurnRefusedError(str(exc), ErrorCode.UNAVAILABLE) from exc
+        block = fit_memory(
+            session,
+            soul,
+            entries,
+            self._limits.block_tokens,
+            lambda text: len(self._model.tokenize(text, special=False)),
+            self._tags,
+        )
         if block.strip():
             session_log.append(MemoryEntry(text=self._neutralised(session, "memory", block)))
 

@@ -15,16 +15,21 @@ I/O: the memory files, through `MemoryStore` and `RecallIndex`. Rules:
 3. Every write that was made updates the recall index (the entry written; the
    entries a consolidation removed), so a recall sees it at once.
 4. A recall answers its entries as compact JSON, `{"entries": [{id, kind, text,
-   untrusted, time}, ...]}`, best first, with `untrusted: true` on the result when
-   any entry is an untrusted note: brokerd then marks the session untrusted.
-5. Results are class `private` (the owner's memory) and never truncated.
+   untrusted, time}, ...]}`, best first, in pages that each fit well inside a frame
+   (`recall_pages`: the `page` argument picks one, and a page says how to ask for
+   the next), with `untrusted: true` on the result when any entry it found is
+   untrusted (recall's rule 5), whatever page is shown: brokerd then marks the
+   session untrusted.
+5. Results are class `private` (the owner's memory), and truncated only when a
+   recalled entry was too large for a page alone and was cut.
+6. `memory_log` answers the journal's last lines and, built afresh, the entries
+   the memory block leaves out now with their rules (the first MAX_LOG_EXCLUDED,
+   and how many more), so the owner sees what no new session is told.
 """
 
 from __future__ import annotations
 
 import logging
-
-import orjson
 
 from boxmaker.core.args import (
     MemoryAddArgs,
@@ -38,6 +43,9 @@ from boxmaker.core.args import (
 from boxmaker.core.errors import ArgsError, BoxmakerError, ErrorCode, ProtocolError
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
+    MAX_LOG_EXCLUDED,
+    BlockExclusion,
+    BlockSpan,
     FailedResponse,
     MemoryBlock,
     MemoryBlockReply,
@@ -49,28 +57,19 @@ from boxmaker.core.messages import (
     ResultResponse,
     SessionUpdated,
 )
-from boxmaker.memoryd.files import Entry, MemoryFileDamagedError
+from boxmaker.memoryd.files import MemoryFileDamagedError
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, encode_record, read_journal
 from boxmaker.memoryd.recall import RecallIndex
+from boxmaker.memoryd.recall_pages import recall_page
 from boxmaker.memoryd.store import MemoryStore, Provenance, WriteResult
 
 log = logging.getLogger(__name__)
 
 
-def _result(content: str, untrusted: bool = False) -> ResultResponse:
+def _result(content: str, untrusted: bool = False, truncated: bool = False) -> ResultResponse:
     return ResultResponse(
-        content=content, class_=DataClass.PRIVATE, untrusted=untrusted, truncated=False
+        content=content, class_=DataClass.PRIVATE, untrusted=untrusted, truncated=truncated
     )
-
-
-def _entry_json(entry: Entry) -> dict[str, object]:
-    return {
-        "id": entry.id,
-        "kind": entry.kind,
-        "text": entry.text,
-        "untrusted": entry.untrusted,
-        "time": entry.time,
-    }
 
 
 class MemoryHandlers:
@@ -84,11 +83,17 @@ class MemoryHandlers:
 
     def memory_block(self, request: MemoryBlock) -> MemoryBlockReply:
         try:
-            text, excluded = self.store.memory_block()
+            block, excluded = self.store.block_parts()
         except MemoryFileDamagedError as exc:
             raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc
         log.info("event=memory_block session=%s excluded=%d", request.session, len(excluded))
-        return MemoryBlockReply(text=text, excluded=len(excluded))
+        spans = tuple(
+            BlockSpan(id=s.id, kind=s.kind, start=s.start, end=s.end)  # type: ignore[arg-type]
+            for s in block.spans
+        )
+        return MemoryBlockReply(
+            text=block.text, excluded=len(excluded), soul=block.soul, entries=spans
+        )
 
     def session_updated(self, request: SessionUpdated) -> Ok:
         log.info("event=session_updated session=%s", request.session)
@@ -103,8 +108,8 @@ class MemoryHandlers:
             return FailedResponse(message=f"invalid arguments for {request.tool}: {exc}")
         if isinstance(arguments, MemoryRecallArgs):
             found = self.recall.recall(arguments.query, arguments.limit)
-            content = orjson.dumps({"entries": [_entry_json(e) for e in found.entries]})
-            return _result(content.decode("utf-8"), untrusted=found.untrusted)
+            page = recall_page(found.entries, arguments.page)
+            return _result(page.content, untrusted=found.untrusted, truncated=page.truncated)
         if not isinstance(arguments, MemoryArgs):  # MemoryCall.tool names only memory tools
             return FailedResponse(message=f"{request.tool} is not a memory tool")
         provenance = Provenance(request.session, request.call, request.taint, request.untrusted)
@@ -168,4 +173,12 @@ class MemoryHandlers:
         lines = tuple(
             encode_record(r).decode("utf-8").rstrip("\n") for r in records[-request.limit :]
         )
-        return MemoryLogReply(lines=lines)
+        try:
+            _block, excluded = self.store.block_parts()
+        except MemoryFileDamagedError as exc:
+            raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc
+        named = tuple(
+            BlockExclusion(id=e.id, kind=e.kind, rule=e.rule)  # type: ignore[arg-type]
+            for e in excluded[:MAX_LOG_EXCLUDED]
+        )
+        return MemoryLogReply(lines=lines, excluded=named, excluded_more=len(excluded) - len(named))

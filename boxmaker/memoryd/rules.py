@@ -2,6 +2,10 @@
 
 `judge_write(kind, text, session_untrusted)` answers, in this order:
 
+0. Too large: an identity write (kind `memory` or `user`) whose text could not
+   fit the memory block even alone under its heading (`core.memory_block`, rule
+   4) is refused with the rule `over-budget`, its answer naming the limit: it
+   could never reach a prompt. Nothing is written or journalled.
 1. Refuse: any finding of `refuse(text, memory=True)` refuses the write, naming
    the first finding's rule. Nothing is written or journalled; the answer is the
    rule's sentence and `see runbook.md#memory-write-refused`.
@@ -26,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from boxmaker.core.memory_block import BLOCK_BYTES, OVER_BUDGET, alone_bytes
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import RULES, flag, refuse
 from boxmaker.memoryd.files import FILES, IDENTITY_KINDS
@@ -77,6 +82,15 @@ def refusal_answer(rule: str) -> str:
     )
 
 
+def too_large_answer(size: int) -> str:
+    """The one-line answer to an identity write too large for the memory block."""
+    return (
+        f"not written: with its heading this entry is {size:,} bytes, and the memory "
+        f"block holds at most {BLOCK_BYTES:,}; save a shorter entry, or keep the long "
+        "text with memory_note."
+    )
+
+
 UNTRUSTED_REASON = "this session has read untrusted content"
 MARKED_REASON = "it was written as untrusted"
 
@@ -88,6 +102,8 @@ def judge_write(
     `marked_untrusted` is a note its caller asked to keep untrusted."""
     if kind not in FILES:
         raise ValueError(f"unknown kind of entry: {kind!r}")
+    if kind in IDENTITY_KINDS and (size := alone_bytes(kind, text)) > BLOCK_BYTES:
+        return Refused(OVER_BUDGET, too_large_answer(size))
     refused = refuse(text, memory=True)
     if refused:
         return Refused(refused[0].rule, refusal_answer(refused[0].rule))

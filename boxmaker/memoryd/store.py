@@ -22,12 +22,17 @@ Rules, in the order a write follows them:
    Each identity entry is checked against the refuse rules again; one that fails,
    or one marked untrusted by hand, is left out and logged with its rule and id
    (never its text). Stored memory is never rewritten by a rule change.
-7. The block has a budget, BLOCK_BYTES of UTF-8 (about 4,000 tokens at the
-   least): soul.md first (cut at a character boundary if it alone passes), then
-   the entries in order while the next one fits; every entry after the first
-   that does not is left out whole with the rule `over-budget`, logged with its
-   id, and counted in the reply's `excluded`. So a store of any size answers a
-   block that fits a frame and the model's context.
+7. The block has a budget, BLOCK_BYTES of UTF-8 (`boxmaker.core.memory_block`,
+   whose rules lay it out and fit it): soul.md first (cut if it alone passes),
+   then the entries that pass, in order, while the next one fits; every entry from
+   the first that does not is left out whole with the rule `over-budget`, counted
+   in the reply's `excluded` and named in one log line (`event=entries_over_budget`,
+   the first LOGGED_IDS ids; `bxctl memory log` names more). So a store of any
+   size answers a block that fits a frame and the model's context. The reply
+   carries each entry's span, so loopd can cut the block to its own token budget
+   by whole entries.
+8. An identity write whose text could not fit the block even alone under its
+   heading is refused (`rules.judge_write`): it could never reach a prompt.
 """
 
 from __future__ import annotations
@@ -44,6 +49,14 @@ from datetime import datetime
 from pathlib import Path
 
 from boxmaker.core.labels import DataClass
+from boxmaker.core.memory_block import (
+    BLOCK_BYTES,
+    LOGGED_IDS,
+    OVER_BUDGET,
+    BlockEntry,
+    Rendered,
+    fit_block,
+)
 from boxmaker.core.sanitize import refuse
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.ipc.files import write_atomic
@@ -68,7 +81,6 @@ log = logging.getLogger(__name__)
 
 LOCK = ".lock"
 _ID_PREFIX = {"memory": "m", "user": "u", "note": "n"}
-_BLOCK_HEADINGS = {"memory": "## Memory", "user": "## About the owner"}
 
 
 @dataclass(frozen=True)
@@ -90,10 +102,6 @@ class WriteResult:
     entry: Entry | None = None
     action: WriteAction | None = None
     rule: str | None = None
-
-
-BLOCK_BYTES = 16_384  # the memory block, at most (rule 7)
-OVER_BUDGET = "over-budget"
 
 
 @dataclass(frozen=True)
@@ -233,46 +241,47 @@ class MemoryStore:
         return read_entries(self._path(kind), kind)
 
     def memory_block(self) -> tuple[str, list[Excluded]]:
+        """The block's text and what it leaves out (rules 6 and 7)."""
+        block, excluded = self.block_parts()
+        return block.text, excluded
+
+    def block_parts(self) -> tuple[Rendered, list[Excluded]]:
         """soul.md, then memory.md's and user.md's entries that pass (rule 6), within
-        BLOCK_BYTES (rule 7)."""
-        parts: list[str] = []
+        BLOCK_BYTES (rule 7): the block with its spans, and what it leaves out."""
         soul = read_soul(self.directory)
-        if soul.strip():
-            parts.append(_cut_utf8(soul.rstrip("\n"), BLOCK_BYTES))
-        used = _size(parts)
-        full = False
-        excluded: list[Excluded] = []
+        soul = soul.rstrip("\n") if soul.strip() else ""
+        passing: list[BlockEntry] = []
+        refused: dict[str, Excluded] = {}
+        order: list[str] = []  # "kind/id" of every identity entry, in block order
         for kind in IDENTITY_KINDS:
-            texts: list[str] = []
-            heading = _BLOCK_HEADINGS[kind]
             for entry in self.entries(kind):
+                order.append(f"{kind}/{entry.id}")
                 findings = refuse(entry.text, memory=True)
                 rule = findings[0].rule if findings else ("untrusted" if entry.untrusted else None)
                 if rule is None:
-                    # what this entry adds: its separator, and the heading if it is the first
-                    opening = 0 if texts else len(heading.encode()) + 2
-                    added = len(entry.text.encode()) + 2 + opening
-                    if full or used + added > BLOCK_BYTES:
-                        full, rule = True, OVER_BUDGET
-                    else:
-                        texts.append(entry.text)
-                        used += added
-                        continue
-                excluded.append(Excluded(kind, entry.id, rule))
+                    passing.append(BlockEntry(entry.id, kind, entry.text))
+                    continue
+                refused[order[-1]] = Excluded(kind, entry.id, rule)
                 log.warning("event=entry_excluded rule=%s id=%s file=%s", rule, entry.id, kind)
-            if texts:
-                parts.append("\n\n".join([heading, *texts]))
-        return "\n\n".join(parts), excluded
+        fitted = fit_block(soul, passing, lambda text: len(text.encode()) <= BLOCK_BYTES)
+        over = {f"{e.kind}/{e.id}": Excluded(e.kind, e.id, OVER_BUDGET) for e in fitted.left_out}
+        if fitted.soul_cut:
+            log.warning("event=soul_cut bytes=%d", BLOCK_BYTES)
+        if over:
+            log_over_budget(log, list(over.values()))
+        excluded = [refused.get(key) or over[key] for key in order if key in refused or key in over]
+        return fitted.block, excluded
 
 
-def _size(parts: Sequence[str]) -> int:
-    return len("\n\n".join(parts).encode())
-
-
-def _cut_utf8(text: str, limit: int) -> str:
-    """`text`, cut to at most `limit` bytes of UTF-8 at a character boundary."""
-    data = text.encode()
-    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
+def log_over_budget(logger: logging.Logger, left_out: Sequence[Excluded]) -> None:
+    """One line naming the entries left out for want of room (the first LOGGED_IDS)."""
+    named = left_out[:LOGGED_IDS]
+    logger.warning(
+        "event=entries_over_budget count=%d ids=%s more=%d",
+        len(left_out),
+        ",".join(f"{e.kind}/{e.id}" for e in named),
+        len(left_out) - len(named),
+    )
 
 
 def _check_identity(kind: str) -> None:

@@ -125,3 +125,41 @@ def test_journal_lines_are_printed_as_data() -> None:
     (shown,) = journal_lines([hostile])
     assert shown == '{"session":"chat-\\u001b[2J\\u202e","action":"noted"}'
     assert shown.isprintable()
+
+
+def test_memory_log_names_the_entries_the_block_leaves_out_and_why(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = "2026-11-30T12:00:00.000Z"
+    big = "x" * 7_000
+    entries = [Entry(f"m-000{n}", "memory", f"{n} {big}", False, at) for n in range(3)]
+    entries.insert(1, Entry("m-hand", "memory", "marked by hand", True, at))
+    (home.memory / "memory.md").write_bytes(render_entries(entries))
+    _note(home, "Kyle likes tea.")
+    assert bxctl_main.main(["memory", "log"]) == 0
+    journal, *block = capsys.readouterr().out.splitlines()
+    assert json.loads(journal)["action"] == "noted"
+    assert block == [
+        "memory block: leaves out 2 entries; see runbook.md#memory-entry-excluded",
+        "memory block: m-hand in memory.md: untrusted",
+        "memory block: m-0002 in memory.md: over-budget",
+    ]
+
+
+def test_memory_log_counts_what_it_does_not_name(
+    home: Home, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = "2026-11-30T12:00:00.000Z"
+    entries = [Entry(f"u-{n:05d}", "user", f"fact {n:05d} " * 4, False, at) for n in range(3_000)]
+    (home.memory / "user.md").write_bytes(render_entries(entries))
+    assert bxctl_main.main(["memory", "log"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = int(lines[0].split()[4].replace(",", ""))
+    assert (
+        lines[0]
+        == f"memory block: leaves out {total:,} entries; see runbook.md#memory-entry-excluded"
+    )
+    assert len(lines) == 1 + 1_000 + 1
+    assert lines[1].endswith(": over-budget")
+    assert " in user.md: " in lines[1]
+    assert lines[-1] == f"memory block: and {total - 1_000:,} more, not named here"

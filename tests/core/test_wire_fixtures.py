@@ -27,6 +27,8 @@ from boxmaker.core.messages import (
     Approve,
     ApproveResult,
     AuditCheckpoint,
+    BlockExclusion,
+    BlockSpan,
     CheckGrants,
     CheckpointReply,
     Compact,
@@ -329,7 +331,10 @@ CASES: dict[str, Envelope] = {
         id="m1",
         final=True,
         message=MemoryBlockReply(
-            text="You are Kyle's assistant.\n\n## Memory\n\nThe owner prefers tabs.", excluded=1
+            text="You are Kyle's assistant.\n\n## Memory\n\nThe owner prefers tabs.",
+            excluded=1,
+            soul=25,
+            entries=(BlockSpan(id="m-3f2a9c01b4de", kind="memory", start=38, end=61),),
         ),
     ),
     "session_updated": Envelope(id="m2", final=True, message=SessionUpdated(session="chat-1")),
@@ -367,7 +372,9 @@ CASES: dict[str, Envelope] = {
                 '{"time":"2026-11-30T12:00:00.000Z","session":"chat-1","call":"c3",'
                 '"taint":"private","untrusted":false,"action":"added","kind":"memory",'
                 '"entry":"m-3f2a9c01b4de","removed":[],"rule":null,"entry_untrusted":false}',
-            )
+            ),
+            excluded=(BlockExclusion(id="m-9b1c2d3e4f50", kind="memory", rule="over-budget"),),
+            excluded_more=2,
         ),
     ),
     # gatewayd's gateway.sock

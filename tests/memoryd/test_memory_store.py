@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from boxmaker.core.labels import DataClass
+from boxmaker.core.memory_block import BLOCK_BYTES, OVER_BUDGET
 from boxmaker.core.sanitize import flag, refuse
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, read_journal
 from boxmaker.memoryd.rules import Placement, WriteAction
-from boxmaker.memoryd.store import BLOCK_BYTES, OVER_BUDGET, MemoryStore, Provenance
+from boxmaker.memoryd.store import MemoryStore, Provenance
 
 ATTACK = Path(__file__).resolve().parent.parent / "fixtures" / "sanitize" / "attack.jsonl"
 CLEAN = Provenance("chat-1", "c1", DataClass.PRIVATE, untrusted=False)
@@ -313,7 +314,10 @@ def test_a_store_of_10_mib_answers_a_block_within_its_budget(
     # the first that does not fit, and every entry after it, left out by name
     assert {e.rule for e in excluded} == {OVER_BUDGET}
     assert [e.id for e in excluded] == [f"m-{n:04d}" for n in range(170)] + ["u-0001"]
-    assert "event=entry_excluded rule=over-budget id=m-0169" in caplog.text
+    # named in one line, not one line each
+    assert "event=entries_over_budget count=171 ids=memory/m-0000," in caplog.text
+    assert ",memory/m-0049 more=121" in caplog.text
+    assert "rule=over-budget" not in caplog.text
 
 
 def test_entries_fill_the_block_in_order_until_one_does_not_fit(store: MemoryStore) -> None:

@@ -72,7 +72,8 @@ def test_memoryd_serves_its_three_sockets_and_stops_on_sigterm(tmp_path: Path) -
         )[-1].message
         assert isinstance(noted, ResultResponse)
         block = exchange(place.loop_memory_socket, MemoryBlock(session="chat-1"))[-1].message
-        assert block == MemoryBlockReply(text="## Memory\n\nPrefers tabs.", excluded=0)
+        assert isinstance(block, MemoryBlockReply)
+        assert (block.text, block.excluded) == ("## Memory\n\nPrefers tabs.", 0)
         assert exchange(place.owner_memory_socket, Reindex())[-1].message == Reindexed(entries=1)
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=15)

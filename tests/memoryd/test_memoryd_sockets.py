@@ -17,6 +17,7 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
     MEMORY_TOOLS,
+    BlockSpan,
     Envelope,
     Error,
     FailedResponse,
@@ -95,8 +96,13 @@ def test_memory_block_answers_the_block_and_session_updated_ok(served: Served) -
         served.call("memory_add", {"kind": "memory", "text": "Tabs."}), ResultResponse
     )
     reply = served.loop(MemoryBlock(session="chat-1"))
+    (entry,) = served.store.entries("memory")
+    text = "You are Kyle's assistant.\n\n## Memory\n\nTabs."
     assert reply == MemoryBlockReply(
-        text="You are Kyle's assistant.\n\n## Memory\n\nTabs.", excluded=0
+        text=text,
+        excluded=0,
+        soul=len("You are Kyle's assistant."),
+        entries=(BlockSpan(id=entry.id, kind="memory", start=len(text) - 5, end=len(text)),),
     )
     assert served.loop(SessionUpdated(session="chat-1")) == Ok()
 
