@@ -31,10 +31,10 @@ from boxmaker.core.messages import (
     Ok,
     PendingApproval,
     Refuse,
-    UntrustedBy,
 )
 from boxmaker.core.policy import DIGEST_SHORT
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+from boxmaker.core.untrusted_origin import untrusted_since
 
 SESSION_WIDTH = 16
 
@@ -132,17 +132,8 @@ def block(item: PendingApproval, now: str) -> list[str]:
     )
     lines = [head, f"    {escape_arguments(item.tool)} {escape_arguments(item.arguments)}"]
     if item.untrusted_by is not None:
-        lines.append(f"    {untrusted_since(item.untrusted_by)}")
+        lines.append(f"    untrusted {untrusted_since(item.untrusted_by)}")
     return lines
-
-
-def untrusted_since(by: UntrustedBy) -> str:
-    """One line: which call made the session untrusted (for approvals and the chat post),
-    and the flag rule its result matched when that is what did."""
-    line = f"untrusted since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
-    if by.rule is not None:
-        line += f": its result matched the flag rule {escape_arguments(by.rule)}"
-    return line
 
 
 def write_block(stream: TextIO, item: PendingApproval, now: str) -> None:

@@ -8,8 +8,10 @@ The post. Everything in it comes from brokerd's `PendingApproval` (never from
 loopd or the model): the approval id, tool, session, grant, taint, expiry, the
 digest the approval is bound to (its first 12 hex characters, as `bxctl
 approvals` shows it), the call that made the session untrusted (when it is) and
-the canonical arguments. The fields are shown as data in one fenced code block whose
-fence is longer than any run of backticks inside it, so nothing in them can
+the flag rule its result matched, if that is what did, in `bxctl approvals`'
+words (`core.untrusted_origin`), and the canonical arguments. The fields are
+shown as data in one fenced code block whose fence is longer than any run of
+backticks inside it, so nothing in them can
 close the block and be read as Markdown (no link, image, mention or emphasis);
 hidden characters (`core.hidden_chars`: controls, bidi and zero-width
 characters, ...) are shown in JSON's `\\uhhhh` spelling (`core.escape`), so
@@ -63,6 +65,7 @@ from boxmaker.core.messages import (
     check_reason,
 )
 from boxmaker.core.policy import DIGEST_SHORT
+from boxmaker.core.untrusted_origin import untrusted_since
 
 # reactions (Mattermost emoji names) that answer an approval post
 APPROVE_EMOJI = frozenset({"white_check_mark", "heavy_check_mark", "+1"})
@@ -106,10 +109,8 @@ def _fields(item: PendingApproval) -> list[str]:
         f"expires    {item.expires}",
         f"digest     {item.digest[:DIGEST_SHORT]}",
     ]
-    if (by := item.untrusted_by) is not None:
-        lines.append(
-            f"untrusted  since call {by.call} ({escape_arguments(by.tool)}) of session {by.session}"
-        )
+    if item.untrusted_by is not None:
+        lines.append(f"untrusted  {untrusted_since(item.untrusted_by)}")
     return lines
 
 

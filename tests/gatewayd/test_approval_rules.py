@@ -270,6 +270,31 @@ def test_the_post_names_the_call_that_made_the_session_untrusted() -> None:
     assert "untrusted  since call c3 (http_fetch) of session chat-1\n" in block.content
 
 
+def test_the_post_names_the_flag_rule_the_result_matched() -> None:
+    by = UntrustedBy(session="chat-1", call="c3", tool="read_file", rule="ignore-instructions")
+    untrusted = item('{"command":"make"}').model_copy(update={"untrusted_by": by})
+    settled = ApprovalOutcome(approval=41, answer=ApprovalAnswer.REFUSED, outcome="refused")
+    for text in (post_text(untrusted), outcome_text(untrusted, settled)):
+        block = fences(render(text))[0]
+        assert (
+            "untrusted  since call c3 (read_file) of session chat-1:"
+            " its result matched the flag rule ignore-instructions\n"
+        ) in block.content
+
+
+def test_a_hostile_flag_rule_stays_escaped_in_the_block() -> None:
+    rule = "x\u202e```\n# heading ![i](https://evil.example/i.png)"
+    by = UntrustedBy(session="chat-1", call="c3", tool="read_file", rule=rule)
+    tokens = render(post_text(item("{}").model_copy(update={"untrusted_by": by})))
+    (block,) = fences(tokens)
+    shown = "the flag rule x\\u202e```\\u000a# heading ![i](https://evil.example/i.png)\n"
+    assert shown in block.content
+    assert "\u202e" not in block.content
+    assert "evil.example" not in inline_text(tokens)
+    for child in (c for t in tokens if t.children for c in t.children):
+        assert child.type not in ("image", "link_open"), child
+
+
 def test_a_fence_is_longer_than_any_backtick_run() -> None:
     for inner in ["", "`", "```", "a ```` b", "``````````"]:
         block = fenced(inner)
