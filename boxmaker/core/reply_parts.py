@@ -12,9 +12,9 @@ the thread. The rules:
    a line that does not fit alone is cut between code points at the longest prefix
    that fits. Every character of the reply is in exactly one part, in order, but
    the white space at the end of a part that is cut.
-3. **Say so.** Every part but the last ends, before escaping, with a line saying
-   the reply goes on in the next post, so an owner who reads one post knows it is
-   not the whole answer.
+3. **Say so.** Every part but the last ends with a paragraph of gatewayd's own
+   (`escape_reply`'s `ending`, posted as it is) saying the reply goes on in the
+   next post, so an owner who reads one post knows it is not the whole answer.
 4. **Bounded work.** Each cut is found by binary search on the count of lines
    (then of characters): about log2(n) escapes per part, not n.
 """
@@ -37,21 +37,19 @@ def split_reply(text: str, untrusted: bool, limit: int = MAX_POST_CHARS) -> list
         if _fits(rest, untrusted, limit):
             parts.append(escape_reply(rest, untrusted).message)
             return parts
-        # escaping never shortens a text: a part is at most `limit` characters of it
+        # escaping shortens a text by its CRs at most: a part is about `limit` characters of it
         window = rest[:limit]
-        cut = _longest_prefix(window, lambda head: _fits(_continued(head), untrusted, limit))
+        cut = _longest_prefix(
+            window, lambda head: _fits(head.rstrip(), untrusted, limit, CONTINUED)
+        )
         if cut == 0:
             raise ValueError(f"a post of {limit} characters cannot hold any part of this reply")
-        parts.append(escape_reply(_continued(rest[:cut]), untrusted).message)
+        parts.append(escape_reply(rest[:cut].rstrip(), untrusted, ending=CONTINUED).message)
         rest = rest[cut:]
 
 
-def _continued(head: str) -> str:
-    return f"{head.rstrip()}\n\n{CONTINUED}"
-
-
-def _fits(text: str, untrusted: bool, limit: int) -> bool:
-    return len(escape_reply(text, untrusted).message) <= limit
+def _fits(text: str, untrusted: bool, limit: int, ending: str = "") -> bool:
+    return len(escape_reply(text, untrusted, ending).message) <= limit
 
 
 def _longest_prefix(text: str, fits: Callable[[str], bool]) -> int:

@@ -29,11 +29,17 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-_MD = MarkdownIt("commonmark", {"html": False, "maxNesting": 100}).enable(
-    ["table", "strikethrough"]
+# text_join off: a backslash escape or a character reference stays a token of its own,
+# as the server's parser (server/public/shared/markdown/inlines.go) matches autolinks
+# in the raw source: at a literal `:` followed by `//`, or at a literal `www.`
+_MD = (
+    MarkdownIt("commonmark", {"html": False, "maxNesting": 100})
+    .enable(["table", "strikethrough"])
+    .disable("text_join")
 )
-# marked's GFM `url` rule: a scheme or www., then anything to a space or `<`
-_BARE = re.compile(r"(?:https?://|www\.)[^\s<]*", re.IGNORECASE)
+# the server's autolinks (autolink.go): an allowed scheme and `://`, or `www` with up to
+# three digits and `.`, then anything to a space or `<`
+_BARE = re.compile(r"(?:(?:https?|ftp|gemini)://|www\d{0,3}\.)[^\s<]*", re.IGNORECASE)
 _TRAILING = ".,:;!?*_~'\")>"
 
 
@@ -47,7 +53,7 @@ def _trimmed(url: str) -> str:
 
 def _preview_url(url: str) -> str | None:
     lowered = url.lower()
-    if lowered.startswith("www."):
+    if re.match(r"www\d{0,3}\.", lowered):
         return f"http://{url}"
     return url if lowered.startswith(("http://", "https://")) else None
 

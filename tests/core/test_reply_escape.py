@@ -3,6 +3,7 @@ against the independent fetch simulator."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -20,14 +21,21 @@ def _props(reply: EscapedReply) -> dict[str, object]:
     return {"unsafe_links": "true" if reply.unsafe_links else "false"}
 
 
+def _shown(message: str) -> str:
+    """`message` with its escapes undone: backslashes before ASCII punctuation, references."""
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", message))
+
+
 def _without_markup(text: str) -> str:
-    return re.sub(r"[`\s]", "", text)
+    return re.sub(r"[`\s\\]", "", text)
 
 
 def _kept(original: str, message: str) -> bool:
-    """Every character of `original` but backticks and spaces appears in `message`, in order."""
-    rest = iter(_without_markup(message))
-    return all(char in rest for char in _without_markup(original))
+    """Every character of `original` but backticks, spaces and its fence lines is shown by
+    `message`, in order."""
+    rest = iter(_without_markup(_shown(message)))
+    text = re.sub(r"^ {0,3}(?:`{3,}|~{3,}).*$", "", original, flags=re.MULTILINE)
+    return all(char in rest for char in _without_markup(text))
 
 
 IMAGES = [
@@ -72,23 +80,40 @@ def test_every_image_ends_up_in_code(text: str, untrusted: bool) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("![a](u)", "`![a](u)`", id="one-backtick"),
-        pytest.param("`x` ![a](u)", "`x` ``![a](u)``", id="longer-than-the-text-runs"),
-        pytest.param("![a`\nb](u)", "`` ![a` ``\n``b](u)``", id="padded"),
-        pytest.param("`x`![a](u)", "`x` ``![a](u)``", id="space-after-a-backtick"),
-        pytest.param("![a](u)`x`", "``![a](u)`` `x`", id="space-before-a-backtick"),
-        pytest.param("![a\nb](u)", "`![a`\n`b](u)`", id="one-span-per-line"),
-        pytest.param("> ![a\n> b](u)", "> `![a`\n> `b](u)`", id="quote-marker-outside"),
+        pytest.param("![a](u)", "\\!\\[a\\]\\(u\\)", id="image"),
+        pytest.param("`x` ![a](u)", "`x` \\!\\[a\\]\\(u\\)", id="inert-span-kept"),
+        pytest.param("`![a](u)`", "&#96;\\!\\[a\\]\\(u\\)&#96;", id="span-of-an-image-escaped"),
+        pytest.param("``a`b``", "&#96;&#96;a&#96;b&#96;&#96;", id="span-with-a-backtick-escaped"),
+        pytest.param("`a_b` `_a_`", "`a_b` &#96;_a_&#96;", id="underscore-only-inside-a-word"),
         pytest.param("```\n![a](u)\n```", "```\n![a](u)\n```", id="fenced-code-untouched"),
-        pytest.param("    ![a](u)", "    ![a](u)", id="indented-code-untouched"),
-        pytest.param("`![a](u)`", "`![a](u)`", id="code-span-untouched"),
-        pytest.param("\\!\\[a](u)", "\\!\\[a](u)", id="escaped-is-no-image"),
-        pytest.param("<img src=x>", "`<img src=x>`", id="html-img-tag"),
+        pytest.param("~~~py\n```\n~~~", "````py\n```\n````", id="fence-made-canonical"),
+        pytest.param("```\nopen", "```\nopen\n```", id="open-fence-closed"),
+        pytest.param("x\n```sh x\ny", "x\n\nsh x\n\n```\ny\n```", id="info-string-shown"),
+        pytest.param("    ![a](u)", "&#32;   \\!\\[a\\]\\(u\\)", id="no-indented-code"),
+        pytest.param("\\!\\[a](u)", "&#92;\\!&#92;\\[a\\]\\(u\\)", id="backslashes-shown"),
+        pytest.param("<img src=x>", "&lt;img src=x>", id="html-img-tag"),
+        pytest.param("&lt; & $x$", "&amp;lt; & $x$", id="references-shown"),
+        pytest.param("1. a\n- b **c**", "1\\. a\n- b **c**", id="formatting-kept"),
+        pytest.param("a\r\nb", "a\nb", id="crlf"),
         pytest.param("", "", id="empty"),
     ],
 )
 def test_clean_output(text: str, message: str) -> None:
     assert escape_reply(text, untrusted=False) == EscapedReply(message, unsafe_links=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "see https://x.example/a", "see https&#58;&#47;&#47;x\\.example&#47;a", id="url"
+        ),
+        pytest.param("a@b.example", "a&#64;b\\.example", id="email"),
+        pytest.param("`ls -l` `a/b`", "`ls -l` &#96;a&#47;b&#96;", id="spans"),
+    ],
+)
+def test_untrusted_output(text: str, message: str) -> None:
+    assert escape_reply(text, untrusted=True) == EscapedReply(f"{message}\n\n{NOTICE}", True)
 
 
 LINKS = [
@@ -117,9 +142,16 @@ def test_untrusted_links_become_code_with_the_notice(text: str) -> None:
     assert _kept(text, reply.message)
 
 
-@pytest.mark.parametrize("text", LINKS)
+@pytest.mark.parametrize(
+    "text", [p for p in LINKS if p.id not in ("reference-link", "link-in-brackets")]
+)
 def test_clean_links_stay(text: str) -> None:
     assert escape_reply(text, untrusted=False) == EscapedReply(text, unsafe_links=False)
+
+
+def test_clean_reference_links_are_shown_as_text() -> None:
+    reply = escape_reply("see [t][r]\n\n[r]: https://x.example", untrusted=False)
+    assert reply.message == "see \\[t\\]\\[r\\]\n\n\\[r\\]: https://x.example"
 
 
 def test_a_clean_plain_url_is_still_previewed() -> None:
@@ -132,22 +164,25 @@ def test_untrusted_empty_reply_is_the_notice() -> None:
 
 
 def test_an_open_fence_is_closed_before_the_notice() -> None:
-    reply = escape_reply("run:\n```sh\ncurl https://x.example\n", untrusted=True)
-    assert reply.message == f"run:\n```sh\ncurl https://x.example\n```\n\n{NOTICE}"
+    reply = escape_reply("run&#58;\n```sh\ncurl https://x.example\n", untrusted=True)
+    assert reply.message == f"run&amp;\\#58;\n\n```sh\ncurl https://x.example\n\n```\n\n{NOTICE}"
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        pytest.param("[" * 95 + "![a](u)" + "](v)" * 95, id="nested-too-deep"),
-        pytest.param("https\\://x.example", id="escaped-url"),
-    ],
-)
-def test_what_cannot_be_proven_is_one_fenced_block(text: str) -> None:
+def test_deep_nesting_is_flat_text() -> None:
+    text = "[" * 95 + "![a](u)" + "](v)" * 95
+    reply = escape_reply(text, untrusted=True)
+    assert not reply.fenced
+    assert not leaks(reply.message, links=True, last_paragraph=NOTICE)
+
+
+def test_what_cannot_be_proven_is_one_fenced_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boxmaker.core.reply_escape as module
+
+    monkeypatch.setattr(module, "leaks", lambda *args, **kwargs: ["a link"])
+    text = "see ```` ![a](u)"
     reply = escape_reply(text, untrusted=True)
     assert reply.fenced
-    fence = reply.message.split("\n", 1)[0]
-    assert reply.message == f"{fence}\n{text}\n{fence}\n\n{NOTICE}"
+    assert reply.message == f"`````\n{text}\n`````\n\n{NOTICE}"
     assert fetches(reply.message, CLEAN) == []
 
 

