@@ -451,8 +451,9 @@ PATTERNS: tuple[FlagPattern, ...] = (
         PHRASE,
         "fake-system-header",
         _c(
-            rf"(?:#{{1,6}} ?\( ?system(?:[_ ]{SYSTEM_PART})? ?\)"
-            rf"|#{{2,6}} ?system(?:[_ ]{SYSTEM_PART})? ?[:#]"
+            # `##{0,5}` is `#{1,6}` led by a literal, so that `re` skips ahead to a `#`
+            rf"(?:##{{0,5}} ?\( ?system(?:[_ ]{SYSTEM_PART})? ?\)"
+            rf"|###{{0,4}} ?system(?:[_ ]{SYSTEM_PART})? ?[:#]"
             rf"|\[system(?:[_ ]{SYSTEM_PART})?\](?:\(#[a-z_-]{{1,30}}\))? ?:? ?{SYSTEM_ADDRESSED}\b"
             r"|<\|system\|> ?[a-z]"
             rf"|system override(?: ?[:!*\]]| {SYSTEM_OVERRIDE_END}\b))"

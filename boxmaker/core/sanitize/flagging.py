@@ -26,8 +26,9 @@ from bisect import bisect_left
 from functools import cache
 
 from boxmaker.core.sanitize.findings import Action, Finding, printable
+from boxmaker.core.sanitize.flag_literals import Needs, words_of
 from boxmaker.core.sanitize.flag_patterns import PATTERNS, FlagPattern
-from boxmaker.core.sanitize.normalisation import Normalised, normalise
+from boxmaker.core.sanitize.normalisation import Normalised, fold, normalise
 from boxmaker.core.sanitize.secret_prefixes import redact
 
 REACH = 32  # how far past a window a free pattern's match may run (its longest is less)
@@ -186,14 +187,23 @@ def _finding(normalised: Normalised, pattern: FlagPattern, start: int, end: int)
 def flag_rule(text: str) -> str | None:
     """The rule of a flag finding in `text` (the first pattern's, in `PATTERNS` order,
     that fires), or None when nothing fires: whether `flag` finds anything, without
-    the excerpts, and stopping at the first. brokerd labels a tool result by it."""
-    normalised = normalise(text)
-    windows = _Windows(normalised.text)
+    the excerpts, and stopping at the first. brokerd labels a tool result by it.
+
+    The fast path: the whole text folded at once (`fold`, the text `normalise`
+    gives without its map back, built only for a pattern with an `original`), and
+    a pattern whose `Needs` the text does not meet skipped without running it."""
+    folded = fold(text)
+    words = words_of(folded)
+    windows = _Windows(folded)
+    normalised: Normalised | None = None
     for pattern in PATTERNS:
-        for start, end in spans(pattern, normalised.text, windows):
-            if pattern.original is None or _in_original(
-                normalised, pattern, *normalised.span(start, end)
-            ):
+        if not Needs.of(pattern).met(folded, words):
+            continue
+        for start, end in spans(pattern, folded, windows):
+            if pattern.original is None:
+                return pattern.rule
+            normalised = normalised or normalise(text)
+            if _in_original(normalised, pattern, *normalised.span(start, end)):
                 return pattern.rule  # rule 2a, mapping back only where it is needed
     return None
 

@@ -24,9 +24,10 @@ Each character folds to at most one, so a position in the normalised text maps
 back to one character of the original: `Normalised.origin`. The text is cut into
 chunks of about `CHUNK` characters, each cut at a character that is neither
 whitespace nor zero-width, where rules 5 and 6 cannot reach across the cut; each
-chunk is folded on its own, in C (ASCII by a byte table, the few other
-characters that fold by a class), and mapping a position back walks one chunk
-only, in Python, and only for a match.
+chunk is folded on its own, in C (ASCII by a byte table, the other characters
+that fold and are there each by `str.replace`, or by a class when many), and
+the flag rules' fast path folds a whole text in one go (`fold`). Mapping a
+position back walks one chunk only, in Python, and only for a match.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ LOOKALIKES = {
 }  # fmt: skip
 
 BLANK = "\N{BRAILLE PATTERN BLANK}"
-_SPACES = re.compile(" {2,}")
+_SPACES = re.compile("  +")  # " {2,}", but led by a literal that `re` skips ahead to
+_ASCII = bytes(range(0x80))
+REPLACED = 8  # the most distinct characters folded by `str.replace`, one pass each
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class Folding:
     table: dict[int, str | None]  # rules 1 to 5 and 6's first half, for str.translate
     ascii_bytes: bytes  # the table's ASCII part, for bytes.translate
     other: re.Pattern[str]  # a run of non-ASCII characters the table folds
+    others: frozenset[str]  # each non-ASCII character the table folds
     cut: re.Pattern[str]  # a character where a chunk may start
 
 
@@ -101,6 +105,7 @@ def folding() -> Folding:
         table=table,
         ascii_bytes=ascii_bytes,
         other=re.compile(f"[{_class_text(code for code in table if code >= 0x80)}]+"),
+        others=frozenset(chr(code) for code in table if code >= 0x80),
         cut=re.compile(f"[^{_class_text(passing)}]"),
     )
 
@@ -112,12 +117,22 @@ def _fold_other(match: re.Match[str]) -> str:
 def fold(text: str) -> str:
     """Rules 1 to 6 over `text` (a chunk: no run of rules 5 and 6 is cut at its ends).
 
-    The same as `_SPACES.sub(" ", text.translate(folding().table))`, faster."""
+    The same as `_SPACES.sub(" ", text.translate(folding().table))`, faster: ASCII by
+    a byte table; of the rest, only the characters the table folds that are there
+    (found from the text's non-ASCII bytes alone), each by one `str.replace` while
+    they are few, else every run of them by a regex."""
     rules = folding()
-    folded = text.encode("utf-8", "surrogatepass").translate(rules.ascii_bytes)
-    out = folded.decode("utf-8", "surrogatepass")
+    encoded = text.encode("utf-8", "surrogatepass")
+    out = encoded.translate(rules.ascii_bytes).decode("utf-8", "surrogatepass")
     if not text.isascii():
-        out = rules.other.sub(_fold_other, out)
+        present = rules.others.intersection(
+            encoded.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+        )
+        if len(present) > REPLACED:
+            out = rules.other.sub(_fold_other, out)
+        else:
+            for char in present:
+                out = out.replace(char, rules.table[ord(char)] or "")
     return _SPACES.sub(" ", out)
 
 

@@ -51,7 +51,9 @@ RULES = MappingProxyType(
             _F, "An instruction to ignore, forget or replace earlier instructions."
         ),
         flag_patterns.EXFIL: Rule(
-            _F, "An instruction to send the conversation, memory or secrets to a URL."
+            _F,
+            "An instruction to send the conversation, memory or secrets to a URL or an"
+            " e-mail address, or to transfer money to an account.",
         ),
         flag_patterns.DUMP: Rule(
             _F, "An instruction to reveal the system prompt or dump the conversation."
