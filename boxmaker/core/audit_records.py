@@ -135,7 +135,8 @@ class RecordError(ValueError):
 
 
 def encode_record(record: AuditRecord) -> bytes:
-    """The record's line, without the newline: compact, in declaration order, nulls kept."""
+    """The record's line, without the newline: compact, in declaration order, nulls kept
+    (but a Result's `flag`, written only when a flag rule matched)."""
     return encode_line(record.seq, record.time, record.prev, record.event)
 
 
@@ -143,12 +144,15 @@ def encode_line(seq: int, time: str, prev: str, event: AuditEvent) -> bytes:
     """The line of a record made of these parts (the writer's hot path: no model built).
 
     The same bytes as `orjson.dumps` of the record's `model_dump(mode="json",
-    by_alias=True)`, made without pydantic's serialiser: orjson writes each
+    by_alias=True)` (less a Result's `flag` when None), made without pydantic's
+    serialiser: orjson writes each
     model's field values (`__dict__`, in declaration order) and enums by value.
     """
     fields = event.__dict__
     if type(event) is ResultEvent:  # the one field whose key is an alias
         fields = dict(zip(_RESULT_KEYS, fields.values(), strict=True))
+        if fields["flag"] is None:  # added later: absent unless set, so older lines are as they were
+            del fields["flag"]
     elif "outcome" in fields:  # a nested model: its fields too
         fields = fields.copy()
         fields["outcome"] = fields["outcome"].__dict__

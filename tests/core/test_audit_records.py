@@ -105,8 +105,21 @@ def test_every_event_round_trips_with_every_key_present(event: Any) -> None:
     assert vouched_view(line, Vouch()) == view_of_model(
         record.model_dump(mode="json", by_alias=True)
     )
-    fields = type(event).model_fields
-    assert list(orjson.loads(line)["event"]) == [f.alias or n for n, f in fields.items()]
+    keys = [f.alias or n for n, f in type(event).model_fields.items()]
+    if event.type == "result" and event.flag is None:
+        keys.remove("flag")  # written only when a flag rule matched
+    assert list(orjson.loads(line)["event"]) == keys
+
+
+def test_a_result_names_its_flag_rule_only_when_one_matched() -> None:
+    (result,) = (event for event in _events() if event.type == "result")
+    for flag in (None, "ignore-instructions"):
+        event = result.model_copy(update={"flag": flag})
+        record = AuditRecord(seq=5, time="2026-11-30T12:00:00.000Z", prev=H, event=event)
+        line = encode_record(record)
+        assert decode_record(line) == record
+        assert orjson.loads(line)["event"].get("flag") == flag
+        assert ("flag" in orjson.loads(line)["event"]) is (flag is not None)
 
 
 def _shuffled(value: Any, rng: random.Random) -> Any:

@@ -178,8 +178,12 @@ def test_every_writer_line_in_range_is_taken_and_read_as_the_models_read_it(
     record: AuditRecord,
 ) -> None:
     line = encode_record(record)
-    # the writer's own encoder makes exactly what pydantic's dump would
-    assert line == orjson.dumps(record.model_dump(mode="json", by_alias=True))
+    # the writer's own encoder makes exactly what pydantic's dump would (a Result's flag
+    # written only when set)
+    dumped = record.model_dump(mode="json", by_alias=True)
+    if dumped["event"].get("flag", "") is None:
+        del dumped["event"]["flag"]
+    assert line == orjson.dumps(dumped)
     view = agree(line)
     assert view is not None, line
 
