@@ -20,7 +20,8 @@ there without running it. The rules:
    product stays at most `EXACT`; at a part where it would not, or a part that
    is not exact, the run so far (followed by the part's starts) is a clause, the
    part's clauses are kept, and the run goes on from the part's ends (and, when
-   the part can match empty, from the run as it was too).
+   the part can match empty, from the run as it was too); from an exact part,
+   from the run's ends cut short enough to be multiplied by it.
 4. An alternation of exact branches is exact while their union is at most
    `EXACT`; otherwise it needs the union of each branch's best clause (nothing
    when a branch needs nothing). A repeat at least once needs what its body
@@ -36,7 +37,13 @@ there without running it. The rules:
    clause is not checked.
 
 Every step only weakens what is known: a pattern the checks rule out can match
-nowhere in the text; one they do not rule out is run.
+nowhere in the text; one they do not rule out is run. `AllNeeds` checks every
+pattern's words at once.
+
+6. `Keys`: for an anchor not led by a literal, at most `KEYS` strings, each part of
+   the strings of one of its clauses, that each of those holds one of: every match
+   holds one, so `flagging` searches for the anchor only in the windows before
+   them, as wide as its widest match.
 """
 
 from __future__ import annotations
@@ -86,11 +93,11 @@ _NOTHING = _Info(None)
 _EMPTY = _exact(frozenset({""}))
 
 
-def _fit(strings: Strings, keep_start: bool) -> Strings:
-    """`strings` cut (each to its start, or to its end) until at most EXACT remain."""
+def _fit(strings: Strings, keep_start: bool, most: int = EXACT) -> Strings:
+    """`strings` cut (each to its start, or to its end) until at most `most` remain."""
     for size in range(max(map(len, strings), default=0), -1, -1):
         cut = frozenset(s[:size] if keep_start else s[len(s) - size :] for s in strings)
-        if len(cut) <= EXACT:
+        if len(cut) <= most:
             return cut
     return frozenset({""})
 
@@ -134,7 +141,11 @@ def _sequence(parts: Iterable[_Info]) -> _Info:
         clauses.append(led)
         starts = led if starts is None else starts
         clauses.extend(_clauses_of(info))
-        run = _fit(info.ends | run if info.empty else info.ends, keep_start=False)
+        if info.exact is not None:  # the run's ends, cut short enough, then the part
+            tail = _fit(run, keep_start=False, most=max(1, EXACT // max(1, len(info.exact))))
+            run = _product(tail, info.exact) or info.exact
+        else:
+            run = _fit(info.ends | run if info.empty else info.ends, keep_start=False)
     if starts is None:
         return _exact(run)
     clauses.append(run)
@@ -278,9 +289,163 @@ class Needs:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class AllNeeds:
+    """The `Needs` of several patterns, checked at once: each need of words is a bit,
+    and each word sets the bits of the needs it is in, so the text's words are looked
+    up once for all of them."""
+
+    bits: dict[bytes, int]  # each word a need holds: the bits of the needs holding it
+    vocabulary: frozenset[bytes]  # those words
+    wanted: tuple[int, ...]  # for each pattern, the bits of its needs of words
+    strings: tuple[tuple[tuple[str, ...], ...], ...]  # for each pattern, `Needs.strings`
+
+    @staticmethod
+    @cache
+    def of(patterns: tuple[FlagPattern, ...]) -> AllNeeds:
+        bits: dict[bytes, int] = {}
+        wanted: list[int] = []
+        index = 0
+        for pattern in patterns:
+            mask = 0
+            for need in Needs.of(pattern).words:
+                for word in need:
+                    bits[word] = bits.get(word, 0) | 1 << index
+                mask |= 1 << index
+                index += 1
+            wanted.append(mask)
+        strings = tuple(Needs.of(pattern).strings for pattern in patterns)
+        return AllNeeds(bits, frozenset(bits), tuple(wanted), strings)
+
+    def met(self, text: str, words: Iterable[bytes]) -> list[bool]:
+        """For each pattern, `Needs.of(pattern).met(text, set(words))` (the words first;
+        `words` may repeat, as `tokens_of` gives them)."""
+        found = 0
+        for word in self.vocabulary.intersection(words):
+            found |= self.bits[word]
+        return [
+            found & mask == mask and all(any(s in text for s in need) for need in strings)
+            for mask, strings in zip(self.wanted, self.strings, strict=True)
+        ]
+
+
+KEYS = 3  # the most strings `Keys` searches for
+KEY_SHORTEST = 3  # the shortest of them
+KEY_LONGEST = 8  # the longest
+WIDEST = 512  # the widest anchor match `Keys` windows
+SPARSE = 256  # `Keys` windows a text with at most one key in this many characters
+
+
+def _cover(clause: Strings) -> tuple[str, ...] | None:
+    """Few strings, each in a string of `clause`, that each string of it holds one of,
+    chosen greedily (the most strings held first, then a non-letter, then longest)."""
+    left = {string.replace(MARK, "") for string in clause}
+    chosen: list[str] = []
+    while left and len(chosen) < KEYS:
+        parts = {
+            string[i : i + size]
+            for string in left
+            for size in range(KEY_SHORTEST, KEY_LONGEST + 1)
+            for i in range(len(string) - size + 1)
+        }
+        if not parts:
+            return None
+        best = max(
+            sorted(parts),
+            key=lambda part: (
+                sum(part in string for string in left),
+                not set(part) <= _LETTERS,
+                len(part),
+            ),
+        )
+        chosen.append(best)
+        left = {string for string in left if best not in string}
+    return None if left else tuple(chosen)
+
+
+def _lookahead(parts: sre_parse.SubPattern) -> int:
+    """An upper bound of how far lookarounds in `parts` read past a match's end."""
+    total = 0
+    for op, value in parts.data:
+        if op in (sre.ASSERT, sre.ASSERT_NOT) and isinstance(value, tuple):
+            total += value[1].getwidth()[1] + _lookahead(value[1])
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, sre_parse.SubPattern):
+                    total += _lookahead(item)
+                elif isinstance(item, list):
+                    total += sum(_lookahead(b) for b in item if isinstance(b, sre_parse.SubPattern))
+        elif isinstance(value, sre_parse.SubPattern):
+            total += _lookahead(value)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Strings of which every match of a pattern's anchor holds one, and how wide a
+    match is: the anchor can match only in windows around where they are.
+
+    A match of at most `width` characters that holds a key at `k` starts from
+    `k + len(key) - width` to `k`; `re`, searching for a match starting there, reads
+    no further than `reach` characters past the window (the width, and one character
+    for a `\\b` or `$`, and what a lookahead reads)."""
+
+    strings: tuple[str, ...]
+    width: int
+    reach: int
+
+    @staticmethod
+    @cache
+    def of(pattern: FlagPattern) -> Keys | None:
+        """The anchor's keys, or None where no clause of it has `KEYS` or fewer."""
+        anchor = pattern.anchor
+        tree = sre_parse.parse(anchor.pattern, anchor.flags)
+        low, high = tree.getwidth()
+        if low == 0 or high > WIDEST or tree.data[0][0] is sre.LITERAL:
+            return None  # (led by a literal, `re` skips ahead to it as fast as a find)
+        covers = [cover for c in _clauses(anchor) if (cover := _cover(c)) is not None]
+        if not covers:
+            return None
+        best = min(covers, key=lambda cover: (len(cover), -min(map(len, cover))))
+        return Keys(best, high, high + 1 + _lookahead(tree))
+
+    def windows(self, text: str) -> list[tuple[int, int]] | None:
+        """Where in `text` a match may start: sorted, disjoint (start, end) ranges, from
+        `width` before each key to the key (those less than `width` apart joined); None
+        where the keys are more than one in `SPARSE` characters (one scan is cheaper)."""
+        most = 1 + len(text) // SPARSE
+        found: list[int] = []
+        for key in self.strings:
+            at = text.find(key)
+            while at >= 0:
+                if len(found) == most:
+                    return None
+                found.append(at + 1)
+                at = text.find(key, at + 1)
+        found.sort()
+        width = self.width
+        merged: list[tuple[int, int]] = []
+        low = high = -2 * width
+        for end in found:
+            if end - width > high + width:
+                if high > 0:
+                    merged.append((max(0, low), high))
+                low = end - width
+            high = end
+        if high > 0:
+            merged.append((max(0, low), high))
+        return merged
+
+
 _NOT_LETTERS = bytes(code if chr(code) in _LETTERS else ord(" ") for code in range(256))
 
 
+def tokens_of(text: str) -> list[bytes]:
+    """Each word of normalised `text`, in order: its maximal runs of a-z (bytes, as
+    `Needs` holds them)."""
+    return text.encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split()
+
+
 def words_of(text: str) -> set[bytes]:
-    """The words of normalised `text`: its maximal runs of a-z (bytes, as `Needs` holds them)."""
-    return set(text.encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split())
+    """The words of normalised `text` (`tokens_of`, each once)."""
+    return set(tokens_of(text))

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from functools import cache
 
 from boxmaker.core.sanitize.findings import Action, Finding, printable
-from boxmaker.core.sanitize.flag_literals import Needs, words_of
+from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys, tokens_of
 from boxmaker.core.sanitize.flag_patterns import PATTERNS, FlagPattern
 from boxmaker.core.sanitize.normalisation import Normalised, fold, normalise
 from boxmaker.core.sanitize.secret_prefixes import redact
@@ -118,8 +119,35 @@ def _accept(
     return around.earliest(before, start, None) if before else start
 
 
+def anchors(pattern: FlagPattern, text: str) -> Iterator[re.Match[str]]:
+    """The matches of `pattern.anchor` in `text`, as its `finditer` gives them; where the
+    anchor has `Keys` and they are few in `text`, by searching only the windows around
+    them (each match holds a key, so it starts in one; a search there reads no further
+    than the window's `reach`, so it finds what the whole scan finds)."""
+    keys = Keys.of(pattern)
+    windows = None if keys is None else keys.windows(text)
+    if keys is None or windows is None:
+        yield from pattern.anchor.finditer(text)
+        return
+    search = pattern.anchor.search
+    reach = keys.reach
+    done = 0  # where the last match ended: the whole scan goes on from there
+    for low, high in windows:
+        position = low if low > done else done
+        while position < high:
+            found = search(text, position, high + reach)  # (`re` cuts an end past the text)
+            if found is None or found.start() >= high:
+                break
+            yield found
+            done = position = found.end()
+
+
 def spans(
-    pattern: FlagPattern, text: str, windows: _Windows | None = None, budget: int | None = None
+    pattern: FlagPattern,
+    text: str,
+    windows: _Windows | None = None,
+    budget: int | None = None,
+    matches: Iterable[re.Match[str]] | None = None,
 ) -> list[tuple[int, int]]:
     """Where `pattern` fires in normalised `text`: (start, end) of each finding (rule 2).
 
@@ -128,13 +156,15 @@ def spans(
     packed close, as an attack on the scan would pack them), the rest of the text
     is scanned with that `before` and the anchor joined into one regex instead,
     which finds the same matches in one pass. (`budget`, for tests: how many
-    window characters before that; the default is the text's length.)
+    window characters before that; the default is the text's length. `matches`: the
+    anchor's matches, when not `pattern.anchor.finditer(text)`, as `anchors` finds
+    them.)
     """
     around = windows or _Windows(text)
     joined = _joined(pattern)
     budget = len(text) if budget is None else budget
     out: list[tuple[int, int]] = []
-    for match in pattern.anchor.finditer(text):
+    for match in pattern.anchor.finditer(text) if matches is None else matches:
         start, end = match.span()
         if joined is not None:
             regex, window, rest = joined
@@ -184,22 +214,28 @@ def _finding(normalised: Normalised, pattern: FlagPattern, start: int, end: int)
     return Finding(Action.FLAG, pattern.rule, first, excerpt)
 
 
+@cache
+def _all_needs() -> AllNeeds:
+    return AllNeeds.of(PATTERNS)  # (once: a tuple of patterns is slow to hash)
+
+
 def flag_rule(text: str) -> str | None:
     """The rule of a flag finding in `text` (the first pattern's, in `PATTERNS` order,
     that fires), or None when nothing fires: whether `flag` finds anything, without
     the excerpts, and stopping at the first. brokerd labels a tool result by it.
 
     The fast path: the whole text folded at once (`fold`, the text `normalise`
-    gives without its map back, built only for a pattern with an `original`), and
-    a pattern whose `Needs` the text does not meet skipped without running it."""
+    gives without its map back, built only for a pattern with an `original`), a
+    pattern whose `Needs` the text does not meet skipped without running it, and an
+    anchor with `Keys` searched for only around them (`anchors`)."""
     folded = fold(text)
-    words = words_of(folded)
+    met = _all_needs().met(folded, tokens_of(folded))
     windows = _Windows(folded)
     normalised: Normalised | None = None
-    for pattern in PATTERNS:
-        if not Needs.of(pattern).met(folded, words):
+    for pattern, needed in zip(PATTERNS, met, strict=True):
+        if not needed:
             continue
-        for start, end in spans(pattern, folded, windows):
+        for start, end in spans(pattern, folded, windows, matches=anchors(pattern, folded)):
             if pattern.original is None:
                 return pattern.rule
             normalised = normalised or normalise(text)

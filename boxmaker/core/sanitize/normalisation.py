@@ -68,6 +68,7 @@ LOOKALIKES = {
 
 BLANK = "\N{BRAILLE PATTERN BLANK}"
 _SPACES = re.compile("  +")  # " {2,}", but led by a literal that `re` skips ahead to
+_SPACES_BYTES = re.compile(b"  +")  # the same in UTF-8, where no other character has a 0x20
 _ASCII = bytes(range(0x80))
 REPLACED = 8  # the most distinct characters folded by `str.replace`, one pass each
 
@@ -77,7 +78,6 @@ class Folding:
     table: dict[int, str | None]  # rules 1 to 5 and 6's first half, for str.translate
     ascii_bytes: bytes  # the table's ASCII part, for bytes.translate
     other: re.Pattern[str]  # a run of non-ASCII characters the table folds
-    others: frozenset[str]  # each non-ASCII character the table folds
     cut: re.Pattern[str]  # a character where a chunk may start
 
 
@@ -105,7 +105,6 @@ def folding() -> Folding:
         table=table,
         ascii_bytes=ascii_bytes,
         other=re.compile(f"[{_class_text(code for code in table if code >= 0x80)}]+"),
-        others=frozenset(chr(code) for code in table if code >= 0x80),
         cut=re.compile(f"[^{_class_text(passing)}]"),
     )
 
@@ -118,22 +117,27 @@ def fold(text: str) -> str:
     """Rules 1 to 6 over `text` (a chunk: no run of rules 5 and 6 is cut at its ends).
 
     The same as `_SPACES.sub(" ", text.translate(folding().table))`, faster: ASCII by
-    a byte table; of the rest, only the characters the table folds that are there
-    (found from the text's non-ASCII bytes alone), each by one `str.replace` while
-    they are few, else every run of them by a regex."""
+    a byte table, and its runs of spaces made one there; of the rest, only the
+    characters the table folds that are there (found from the text's non-ASCII bytes
+    alone), each by one `str.replace` while they are few, else every run of them by a
+    regex, and the runs of spaces made one again only if one of them is a space or
+    dropped."""
     rules = folding()
     encoded = text.encode("utf-8", "surrogatepass")
-    out = encoded.translate(rules.ascii_bytes).decode("utf-8", "surrogatepass")
-    if not text.isascii():
-        present = rules.others.intersection(
-            encoded.translate(None, _ASCII).decode("utf-8", "surrogatepass")
-        )
-        if len(present) > REPLACED:
-            out = rules.other.sub(_fold_other, out)
-        else:
-            for char in present:
-                out = out.replace(char, rules.table[ord(char)] or "")
-    return _SPACES.sub(" ", out)
+    spaced = _SPACES_BYTES.sub(b" ", encoded.translate(rules.ascii_bytes))
+    out = spaced.decode("utf-8", "surrogatepass")
+    if text.isascii():
+        return out
+    others = encoded.translate(None, _ASCII).decode("utf-8", "surrogatepass")
+    present = set("".join(rules.other.findall(others)))  # those the table folds
+    if len(present) > REPLACED:
+        out = rules.other.sub(_fold_other, out)
+    else:
+        for char in present:
+            out = out.replace(char, rules.table[ord(char)] or "")
+    # the runs of spaces are one space already, unless a space or a dropped character came in
+    spacing = any(rules.table[ord(char)] in (None, " ") for char in present)
+    return _SPACES.sub(" ", out) if spacing else out
 
 
 def _fold_char(char: str) -> str:
