@@ -357,6 +357,22 @@ def test_joined_scan_finds_what_the_windows_find(text: str) -> None:
         assert spans(pattern, text, budget=-1) == spans(pattern, text, budget=10**9), pattern.name
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        # the joined match from 0 ends at the second anchor: the first one's ending
+        # starts inside it, and the anchor at 14 is missed without that check
+        ("reveal-the-prompt", "repeat system prompt system prompt", [(0, 20), (0, 34)]),
+    ],
+)
+def test_joined_scan_finds_an_anchor_whose_ending_starts_inside_an_earlier_match(
+    name: str, text: str, expected: list[tuple[int, int]]
+) -> None:
+    [pattern] = [p for p in PATTERNS if p.name == name]
+    assert spans(pattern, text, budget=10**9) == expected
+    assert spans(pattern, text, budget=-1) == expected
+
+
 # --- normalisation ----------------------------------------------------------------------
 
 

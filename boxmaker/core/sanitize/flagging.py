@@ -25,6 +25,8 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from functools import cache
+from itertools import chain
+from typing import NamedTuple
 
 from boxmaker.core.sanitize.findings import Action, Finding, printable
 from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys, tokens_of
@@ -92,17 +94,27 @@ def _starts_word(text: str, start: int) -> bool:
 Windowed = tuple[tuple[re.Pattern[str], int], ...]
 
 
+class _Joined(NamedTuple):
+    """A pattern's one `before` that ends at the anchor (`ending`, within `window`),
+    that `before` and the anchor as one regex (`regex`), and its other `before`s."""
+
+    regex: re.Pattern[str]
+    ending: re.Pattern[str]
+    window: int
+    rest: Windowed
+
+
 @cache
-def _joined(pattern: FlagPattern) -> tuple[re.Pattern[str], int, Windowed] | None:
-    """For a pattern with one `before` that ends at the anchor: that pattern and the
-    anchor as one regex (the anchor in group `anchor`), its window, and the other
-    `before` patterns. None for any other pattern."""
+def _joined(pattern: FlagPattern) -> _Joined | None:
+    """`_Joined` for a pattern with one `before` that ends at the anchor; None for any
+    other pattern."""
     endings = [(before, window) for before, window in pattern.before if before.pattern[-1] == "$"]
     if len(endings) != 1:
         return None
     [(ending, window)] = endings
     joined = re.compile(f"(?:{ending.pattern[:-1]})(?P<anchor>{pattern.anchor.pattern})")
-    return joined, window, tuple(pair for pair in pattern.before if pair[0] is not ending)
+    rest = tuple(pair for pair in pattern.before if pair[0] is not ending)
+    return _Joined(joined, ending, window, rest)
 
 
 def _accept(
@@ -154,8 +166,9 @@ def spans(
     Anchors are checked one by one, searching each window. When the windows of a
     pattern whose `before` ends at the anchor add up to the text's length (anchors
     packed close, as an attack on the scan would pack them), the rest of the text
-    is scanned with that `before` and the anchor joined into one regex instead,
-    which finds the same matches in one pass. (`budget`, for tests: how many
+    is scanned with that `before` and the anchor joined into one regex, and only
+    the anchors whose window reaches one of its matches are checked, each from
+    there (`_joined_spans`): the same findings. (`budget`, for tests: how many
     window characters before that; the default is the text's length. `matches`: the
     anchor's matches, when not `pattern.anchor.finditer(text)`, as `anchors` finds
     them.)
@@ -164,13 +177,13 @@ def spans(
     joined = _joined(pattern)
     budget = len(text) if budget is None else budget
     out: list[tuple[int, int]] = []
-    for match in pattern.anchor.finditer(text) if matches is None else matches:
+    found = iter(pattern.anchor.finditer(text) if matches is None else matches)
+    for match in found:
         start, end = match.span()
         if joined is not None:
-            regex, window, rest = joined
-            budget -= window
+            budget -= joined.window
             if budget < 0:
-                return out + _joined_spans(pattern, around, regex, window, rest, start)
+                return out + _joined_spans(pattern, around, joined, chain([match], found))
         first = _accept(pattern, around, start, end, pattern.before)
         if first is not None:
             out.append((first, end))
@@ -178,22 +191,40 @@ def spans(
 
 
 def _joined_spans(
-    pattern: FlagPattern,
-    around: _Windows,
-    regex: re.Pattern[str],
-    window: int,
-    rest: Windowed,
-    since: int,
+    pattern: FlagPattern, around: _Windows, joined: _Joined, matches: Iterator[re.Match[str]]
 ) -> list[tuple[int, int]]:
-    """`spans` for the anchors from `since` on, by the joined regex."""
+    """`spans` for the anchors `matches` (the rest of them, in text order).
+
+    An anchor's ending, if it has one, starts inside a match of the joined regex
+    scanned from the first anchor's window on: were it in a gap between two, the
+    scan would have found a match starting there. So an anchor whose window reaches
+    no such match has no ending, and one whose window does has its earliest ending
+    from the later of its window's start and that match's start. (A joined match may
+    end past anchors whose endings start inside it, so each such anchor is still
+    checked: checking only the anchor a match ends at would miss them.)
+    """
+    text = around.text
     out: list[tuple[int, int]] = []
-    for match in regex.finditer(around.text, max(0, since - window)):
-        start, end = match.span("anchor")
-        if start < since:
+    scan: Iterator[re.Match[str]] | None = None
+    cover: re.Match[str] | None = None
+    for match in matches:
+        start, end = match.span()
+        low = max(0, start - joined.window)
+        if scan is None:
+            scan = joined.regex.finditer(text, low)
+            cover = next(scan, None)
+        while cover is not None and cover.end() <= low:
+            cover = next(scan, None)
+        if cover is None:
+            break  # no joined match from here on: no anchor left has its ending
+        if cover.start() >= start:
             continue
-        first = _accept(pattern, around, start, end, rest)
+        ending = joined.ending.search(text, max(low, cover.start()), start)
+        if ending is None:
+            continue
+        first = _accept(pattern, around, start, end, joined.rest)
         if first is not None:
-            out.append((min(first, match.start()), end))
+            out.append((min(first, ending.start()), end))
     return out
 
 
