@@ -151,7 +151,7 @@ def encode_line(seq: int, time: str, prev: str, event: AuditEvent) -> bytes:
     fields = event.__dict__
     if type(event) is ResultEvent:  # the one field whose key is an alias
         fields = dict(zip(_RESULT_KEYS, fields.values(), strict=True))
-        if fields["flag"] is None:  # added later: absent unless set, so older lines are as they were
+        if fields["flag"] is None:  # added later: absent unless set (older lines unchanged)
             del fields["flag"]
     elif "outcome" in fields:  # a nested model: its fields too
         fields = fields.copy()

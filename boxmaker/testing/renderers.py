@@ -74,6 +74,8 @@ class Renderers:
         if self._process.stdin is not None:
             self._process.stdin.close()
         self._process.wait(timeout=10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
 
     def __enter__(self) -> Renderers:
         return self
