@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker.core.sanitize import flag
-from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys, Needs, tokens_of, words_of
+from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys, Needs, _cover, tokens_of, words_of
 from boxmaker.core.sanitize.flag_patterns import PATTERNS
 from boxmaker.core.sanitize.flagging import anchors, flag_rule, spans
 from boxmaker.core.sanitize.normalisation import fold, normalise
@@ -155,3 +155,29 @@ def test_a_match_as_wide_as_the_window_is_found() -> None:
         found = [match.span() for match in anchors(url, text)]
         assert found == [match.span() for match in url.anchor.finditer(text)]
         assert [end - start for start, end in found] == [keys.width], text
+
+
+def _naive_cover(clause: frozenset[str]) -> tuple[str, ...] | None:
+    """`_cover` as its docstring states it, counting each part in every string."""
+    letters = set("abcdefghijklmnopqrstuvwxyz")
+    left = {string.replace("\x00", "") for string in clause}
+    chosen: list[str] = []
+    while left and len(chosen) < 3:
+        parts = sorted(
+            {s[i : i + n] for s in left for n in range(3, 9) for i in range(len(s) - n + 1)}
+        )
+        if not parts:
+            return None
+        best = max(
+            parts,
+            key=lambda p: (sum(p in s for s in left), not set(p) <= letters, len(p)),
+        )
+        chosen.append(best)
+        left = {s for s in left if best not in s}
+    return None if left else tuple(chosen)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.frozensets(st.text(alphabet="ab:/. \x00", max_size=12), min_size=1, max_size=8))
+def test_a_cover_is_the_one_its_rule_chooses(clause: frozenset[str]) -> None:
+    assert _cover(clause) == _naive_cover(clause)

@@ -336,28 +336,37 @@ WIDEST = 512  # the widest anchor match `Keys` windows
 SPARSE = 256  # `Keys` windows a text with at most one key in this many characters
 
 
+def _parts(string: str) -> set[str]:
+    """The parts of `string` that `_cover` may choose: its substrings of `KEY_SHORTEST`
+    to `KEY_LONGEST` characters."""
+    return {
+        string[i : i + size]
+        for size in range(KEY_SHORTEST, KEY_LONGEST + 1)
+        for i in range(len(string) - size + 1)
+    }
+
+
 def _cover(clause: Strings) -> tuple[str, ...] | None:
     """Few strings, each in a string of `clause`, that each string of it holds one of,
-    chosen greedily (the most strings held first, then a non-letter, then longest)."""
+    chosen greedily: the most strings held first, then a non-letter, then longest,
+    then the first in sorted order. (Each part is counted once per string that holds
+    it, in one pass over the parts of each string: a clause holds up to `EXACT`
+    strings, and counting each part in every string took seconds.)"""
     left = {string.replace(MARK, "") for string in clause}
     chosen: list[str] = []
     while left and len(chosen) < KEYS:
-        parts = {
-            string[i : i + size]
-            for string in left
-            for size in range(KEY_SHORTEST, KEY_LONGEST + 1)
-            for i in range(len(string) - size + 1)
-        }
-        if not parts:
+        held: dict[str, int] = {}
+        for string in left:
+            for part in _parts(string):
+                held[part] = held.get(part, 0) + 1
+        if not held:
             return None
-        best = max(
-            sorted(parts),
-            key=lambda part: (
-                sum(part in string for string in left),
-                not set(part) <= _LETTERS,
-                len(part),
-            ),
-        )
+
+        ranks = {
+            part: (count, not set(part) <= _LETTERS, len(part)) for part, count in held.items()
+        }
+        top = max(ranks.values())
+        best = min(part for part, rank in ranks.items() if rank == top)
         chosen.append(best)
         left = {string for string in left if best not in string}
     return None if left else tuple(chosen)

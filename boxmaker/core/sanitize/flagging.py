@@ -250,6 +250,17 @@ def _all_needs() -> AllNeeds:
     return AllNeeds.of(PATTERNS)  # (once: a tuple of patterns is slow to hash)
 
 
+def prepare() -> None:
+    """Build what `flag_rule` builds once (the folding table, every pattern's `Needs`
+    and `Keys`, the joined regexes): brokerd calls it at start, so that no tool call
+    waits for it (about a second on a busy machine)."""
+    fold("")
+    _all_needs()
+    for pattern in PATTERNS:
+        Keys.of(pattern)
+        _joined(pattern)
+
+
 def flag_rule(text: str) -> str | None:
     """The rule of a flag finding in `text` (the first pattern's, in `PATTERNS` order,
     that fires), or None when nothing fires: whether `flag` finds anything, without
