@@ -53,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -100,11 +100,13 @@ def serve(work: Path) -> int:
     from boxmaker.brokerd.audit_startup import Started, start_audit
     from boxmaker.brokerd.audit_writer import AuditWriter
     from boxmaker.brokerd.config import ApprovalsSection, BrokerdConfig, PathsSection
-    from boxmaker.brokerd.serve import Brokerd, now
+    from boxmaker.brokerd.serve import Brokerd
     from boxmaker.core.decisions import DenyReason
     from boxmaker.core.layout import Home
-    from boxmaker.core.messages import DeniedResponse
+    from boxmaker.core.links import LOOP_BROKER
+    from boxmaker.core.messages import DeniedResponse, ToolRequest
     from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
+    from boxmaker.ipc.shell import now
     from boxmaker.testing.homes import make_home
     from boxmaker.testing.runtime import RecordingRuntime
 
@@ -123,13 +125,12 @@ def serve(work: Path) -> int:
 
     denial = DeniedResponse(reason=DenyReason.NO_GRANT)
 
-    def floor(conn: Connection) -> None:
-        conn.read_request()
+    def floor(conn: Connection, _: ToolRequest) -> None:
         conn.send(denial, final=True)
 
     floor_path = work / "floor" / "floor.sock"
-    rules = SocketRules("floor.sock", "bench", ("tool_request",), 256, "-")
-    serve_forever(bind_socket(floor_path), rules, floor, daemon.stopping)
+    rules = SocketRules(replace(LOOP_BROKER, directory="floor", socket="floor.sock"), 256)
+    serve_forever(bind_socket(floor_path), rules, {ToolRequest: floor}, daemon.stopping)
     print(json.dumps({"broker": str(config.broker_socket), "floor": str(floor_path)}), flush=True)
     for line in sys.stdin:
         if line.strip() == "stats":

@@ -124,10 +124,11 @@ from boxmaker.core.reply_stream import streamable
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
 from boxmaker.ipc import client
 from boxmaker.loopd.config import LoopdConfig, load_config
-from boxmaker.loopd.main import load_model, turn_limits
+from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
+from boxmaker.loopd.startup import load_model
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
 from boxmaker.testing.raw_llama import (

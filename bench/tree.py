@@ -36,8 +36,8 @@ from boxmaker.core.layout import Home
 from boxmaker.core.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
-from boxmaker.loopd.main import load_model
 from boxmaker.loopd.session_log import SessionLogs, UserEntry
+from boxmaker.loopd.startup import load_model
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.waiting import wait_until
 
@@ -55,7 +55,7 @@ from boxmaker.core.layout import Home
 from boxmaker.core.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
-from boxmaker.loopd.main import load_model
+from boxmaker.loopd.startup import load_model
 config = load_config(Path(sys.argv[1]), os.environ)
 assert not self_test(load_model(config), GEMMA)
 """

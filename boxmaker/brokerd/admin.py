@@ -1,5 +1,5 @@
-"""One admin.sock connection: the owner's approvals, approve, refuse, check_grants,
-checkpoint and session_states.
+"""admin.sock's handlers: the owner's requests to brokerd, one handler per kind that
+`core.links.OWNER_BROKER` accepts.
 
 I/O: the connection, the ledger (Approval records), the grants directory. The
 thread that takes an entry out of the pending table answers it: it writes the
@@ -56,7 +56,7 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.policy import DIGEST_SHORT, Denial
 from boxmaker.core.runbook import Runbook
-from boxmaker.ipc.server import Connection
+from boxmaker.ipc.server import Connection, Handlers, answering
 
 log = logging.getLogger(__name__)
 
@@ -72,26 +72,33 @@ class AdminHandler:
     checkpoint: Callable[[], Message]  # checkpoint_reply, or an error (Brokerd.checkpoint)
     sessions: SessionStore
 
-    def __call__(self, conn: Connection) -> None:
-        envelope = conn.read_request()
-        message = envelope.message
-        if isinstance(message, Approvals):
-            *pages, last = page_items(self.listed(), envelope.id)
-            for page in pages:
-                conn.send(ApprovalList(items=page), final=False)
-            conn.send(ApprovalList(items=last), final=True)
+    def handlers(self) -> Handlers:
+        """admin.sock's handler of each kind it accepts (`core.links.OWNER_BROKER`)."""
+        return {
+            Approvals: self.approvals,
+            SessionStates: self.session_states,
+            CheckGrants: answering(self.check_grants),
+            Status: answering(self.report_status),
+            AuditCheckpoint: answering(self.take_checkpoint),
+            Approve: answering(self.approve),
+            Refuse: answering(self.refuse),
+        }
+
+    def approvals(self, conn: Connection, _: Approvals) -> None:
+        *pages, last = page_items(self.listed(), conn.request_id)
+        for page in pages:
+            conn.send(ApprovalList(items=page), final=False)
+        conn.send(ApprovalList(items=last), final=True)
+
+    def session_states(self, conn: Connection, _: SessionStates) -> None:
+        listed = self.session_state_items()
+        if isinstance(listed, Error):
+            conn.send(listed, final=True)
             return
-        if isinstance(message, SessionStates):
-            listed = self.session_states()
-            if isinstance(listed, Error):
-                conn.send(listed, final=True)
-                return
-            *state_pages, final = page_states(listed, envelope.id)
-            for state_page in state_pages:
-                conn.send(SessionStateList(items=state_page), final=False)
-            conn.send(SessionStateList(items=final), final=True)
-            return
-        conn.send(self.answer(message), final=True)
+        *pages, last = page_states(listed, conn.request_id)
+        for page in pages:
+            conn.send(SessionStateList(items=page), final=False)
+        conn.send(SessionStateList(items=last), final=True)
 
     def listed(self) -> list[PendingApproval]:
         """What waits, each with the call that made its session untrusted as the
@@ -109,7 +116,7 @@ class AdminHandler:
             items.append(item)
         return items
 
-    def session_states(self) -> list[SessionStateItem] | Error:
+    def session_state_items(self) -> list[SessionStateItem] | Error:
         """Every session's state as brokerd has it (the module docstring); an error
         when the state directory cannot be listed."""
         pointer = Runbook.BROKER_STATE_DAMAGED.pointer
@@ -136,35 +143,34 @@ class AdminHandler:
             )
         return items
 
-    def answer(self, message: Message) -> Message:
-        if isinstance(message, Approvals):
-            return ApprovalList(items=tuple(self.listed()))
-        if isinstance(message, CheckGrants):
-            return GrantsReport(problems=self.grants.load().problems)
-        if isinstance(message, Status):
-            return self.status()
-        if isinstance(message, AuditCheckpoint):
-            return self.checkpoint()
-        if isinstance(message, Approve):
-            if message.digest is not None:
-                return self._approve_bound(message.approval, message.digest)
-            verdict = self._settle(message.approval, ApprovalAnswer.APPROVED)
-            if verdict is None:
-                return _no_such(message.approval)
-            return ApproveResult(outcome=verdict.record())
-        if isinstance(message, Refuse):
-            verdict = self._settle(message.approval, ApprovalAnswer.REFUSED, message.reason)
-            if verdict is None:
-                return _no_such(message.approval)
-            if isinstance(verdict, Denial) and verdict.reason is DenyReason.AUDIT_UNAVAILABLE:
-                return Error(
-                    code=ErrorCode.UNAVAILABLE,
-                    message="refused, but the audit log cannot be written; "
-                    + Runbook.AUDIT_UNAVAILABLE.pointer,
-                )
-            return Ok()
-        # admin.sock's rules (brokerd.serve.ADMIN_ACCEPTS) let nothing else through
-        raise AssertionError(f"{message.kind} reached admin.sock's handler")
+    def check_grants(self, _: CheckGrants) -> GrantsReport:
+        return GrantsReport(problems=self.grants.load().problems)
+
+    def report_status(self, _: Status) -> StatusReport:
+        return self.status()
+
+    def take_checkpoint(self, _: AuditCheckpoint) -> Message:
+        return self.checkpoint()
+
+    def approve(self, message: Approve) -> Message:
+        if message.digest is not None:
+            return self._approve_bound(message.approval, message.digest)
+        verdict = self._settle(message.approval, ApprovalAnswer.APPROVED)
+        if verdict is None:
+            return _no_such(message.approval)
+        return ApproveResult(outcome=verdict.record())
+
+    def refuse(self, message: Refuse) -> Message:
+        verdict = self._settle(message.approval, ApprovalAnswer.REFUSED, message.reason)
+        if verdict is None:
+            return _no_such(message.approval)
+        if isinstance(verdict, Denial) and verdict.reason is DenyReason.AUDIT_UNAVAILABLE:
+            return Error(
+                code=ErrorCode.UNAVAILABLE,
+                message="refused, but the audit log cannot be written; "
+                + Runbook.AUDIT_UNAVAILABLE.pointer,
+            )
+        return Ok()
 
     def _settle(
         self, approval: int, answer: ApprovalAnswer, reason: str | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from boxmaker.brokerd.audit_writer import AuditUnavailableError
 from boxmaker.core.checkpoints import Checkpoint, decode_state, encode_state
+from boxmaker.core.errors import UnavailableError
 from boxmaker.ipc.files import write_atomic
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_NAME = "checkpoint.json"
 
 
-class CheckpointUnavailableError(Exception):
+class CheckpointUnavailableError(UnavailableError):
     """No checkpoint can be taken now; the message is one line saying why."""
 
 

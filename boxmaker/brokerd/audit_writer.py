@@ -65,6 +65,7 @@ from boxmaker.core.audit_records import (
     RecoveryEvent,
     encode_line,
 )
+from boxmaker.core.errors import UnavailableError
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import check_timestamp
 
@@ -74,7 +75,7 @@ _new_tuple = tuple.__new__
 _LATEST_ONLY = (RecoveryEvent, AcceptedBreakEvent)  # written in the latest file, whatever `now`
 
 
-class AuditUnavailableError(Exception):
+class AuditUnavailableError(UnavailableError):
     """The audit log cannot be written; calls are denied with audit_unavailable."""
 
     def __init__(self, message: str) -> None:
@@ -85,7 +86,7 @@ class AuditUnavailableError(Exception):
         return (self.message, Runbook.AUDIT_UNAVAILABLE.pointer)
 
 
-class AuditLockedError(Exception):
+class AuditLockedError(UnavailableError):
     """Another process holds `<home>/audit/.lock`: another brokerd is running."""
 
     def lines(self) -> tuple[str, str]:

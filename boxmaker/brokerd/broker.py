@@ -1,6 +1,6 @@
 """One broker.sock connection: one tool request, from decision to answer.
 
-I/O: the connection (through `listener.Connection`), the ledger, the runtime.
+I/O: the connection (an `ipc.server.Connection`), the ledger, the runtime.
 The order, for every request:
 
     1. read the grants afresh, decide, write the Decision record (ledger step one);
@@ -30,6 +30,7 @@ it shows the owner.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,7 +51,7 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState
-from boxmaker.core.sanitize.flagging import flag_rule
+from boxmaker.core.sanitize.flagging import flag_rule, prepare
 from boxmaker.core.timestamps import add_ms
 from boxmaker.ipc.server import Connection
 from boxmaker.sandbox.runner import Runtime, run
@@ -72,10 +73,12 @@ class BrokerHandler:
     memory: MemoryLink | None = None
     gateway: GatewayLink | None = None
 
-    def __call__(self, conn: Connection) -> None:
-        envelope = conn.read_request()
-        request = envelope.message
-        assert isinstance(request, ToolRequest)  # broker.sock's rules accept nothing else
+    def __post_init__(self) -> None:
+        # the flag rules' tables, built beside the start rather than by the first result
+        threading.Thread(target=prepare, name="flag-tables", daemon=True).start()
+
+    def __call__(self, conn: Connection, request: ToolRequest) -> None:
+        """broker.sock's one kind (`core.links.LOOP_BROKER`): a tool call, decided and run."""
         decided = self.ledger.decide(request, self.grants.load())
         outcome = decided.outcome
         if isinstance(outcome, Denial) or decided.seq is None:
@@ -96,7 +99,7 @@ class BrokerHandler:
         response = self._run(outcome)
         rule = None
         if isinstance(response, ResultResponse):
-            response = fit_result(response, envelope.id)
+            response = fit_result(response, conn.request_id)
             rule = flag_rule(response.content)
             if rule is not None:
                 log.info("event=result_flagged seq=%d rule=%s", seq, rule)

@@ -28,21 +28,29 @@ brokerd and marked truncated (`core.frame_fit`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, client_socket, socket_path
+from boxmaker.core.links import (
+    BROKER_MEMORY,
+    GATEWAY,
+    LINKS,
+    LOOP_BROKER,
+    OWNER_BROKER,
+    Link,
+    Role,
+    links_of,
+)
 from boxmaker.core.secrets import SecretsTable
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
 MAX_OUTPUT_BYTES = 262_144
 KNOWN_VARIABLES = (HOME_VARIABLE,)
-NO_MEMORY = "none"
-NO_GATEWAY = "none"
 
 
 class PathsSection(Section):
@@ -53,7 +61,7 @@ class PathsSection(Section):
 class SocketsSection(Section):
     broker: str = ""
     admin: str = ""
-    # true in a root install, false in dev mode: core.layout.link_modes
+    # true in a root install, false in dev mode: each link's modes (`core.links`)
     group_access: bool = False
 
 
@@ -107,25 +115,36 @@ class BrokerdConfig(RoleSettingsBase):
 
     @property
     def broker_socket(self) -> Path:
-        return Path(self.sockets.broker or Home(self.home).broker_socket)
+        return socket_path(self.home, LOOP_BROKER, self.sockets.broker)
 
     @property
     def admin_socket(self) -> Path:
-        return Path(self.sockets.admin or Home(self.home).admin_socket)
+        return socket_path(self.home, OWNER_BROKER, self.sockets.admin)
 
     @property
     def memory_socket(self) -> Path | None:
         """memoryd's socket for memory tool calls; None when `[memory] socket = "none"`."""
-        if self.memory.socket == NO_MEMORY:
-            return None
-        return Path(self.memory.socket or Home(self.home).broker_memory_socket)
+        return client_socket(self.home, BROKER_MEMORY, self.memory.socket)
 
     @property
     def gateway_socket(self) -> Path | None:
         """gatewayd's socket for approvals over chat; None when `[gateway] socket = "none"`."""
-        if self.gateway.socket == NO_GATEWAY:
-            return None
-        return Path(self.gateway.socket or Home(self.home).gateway_socket)
+        return client_socket(self.home, GATEWAY, self.gateway.socket)
+
+    def sockets_used(self, links: Iterable[Link] = LINKS) -> list[Path]:
+        """The socket of each link of `links` brokerd serves or reaches, but those set to
+        "none": a link with no key here is at its default under home."""
+        configured = {
+            LOOP_BROKER: self.broker_socket,
+            OWNER_BROKER: self.admin_socket,
+            BROKER_MEMORY: self.memory_socket,
+            GATEWAY: self.gateway_socket,
+        }
+        found = (
+            configured.get(link, socket_path(self.home, link))
+            for link in links_of(Role.BROKERD, links)
+        )
+        return [path for path in found if path is not None]
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> BrokerdConfig:

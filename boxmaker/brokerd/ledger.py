@@ -58,6 +58,7 @@ from boxmaker.core.audit_records import (
     ResultStatus,
 )
 from boxmaker.core.decisions import DenyReason
+from boxmaker.core.errors import UnavailableError
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
@@ -100,7 +101,7 @@ class AuditSink(Protocol):
         ...
 
 
-class LedgerPoisonedError(Exception):
+class LedgerPoisonedError(UnavailableError):
     """An earlier audit write failed; nothing more is written by this process."""
 
 

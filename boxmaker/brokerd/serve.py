@@ -9,28 +9,26 @@ I/O: everything brokerd touches, wired together here. The order at startup:
     2. the audit lock and the audit startup check (which may recover a torn tail
        or, with --accept-break, accept a chain failure, and refuses a log below
        its checkpoint);
-    3. the socket directories (made if missing, modes set either way), stale
-       socket files removed, bind, socket modes;
-    4. the threads of each socket (one thread per connection, up to each
-       socket's cap; see `boxmaker.ipc.server`) and the expiry thread; with
-       `[gateway] socket` not "none", the gateway link, which starts a thread
-       for each ask (`gateway_link`); with `[audit] checkpoint_every_s` not 0,
-       the checkpoint thread (`audit_checkpoint`).
+    3. the stop signals blocked, then broker.sock and admin.sock bound and served
+       (`boxmaker.ipc.shell`: each socket's directory made if missing, its modes
+       set either way, a stale socket file removed; one thread per connection,
+       up to each socket's cap, `boxmaker.ipc.server`);
+    4. the expiry thread; with `[gateway] socket` not "none", the gateway link,
+       which starts a thread for each ask (`gateway_link`); with `[audit]
+       checkpoint_every_s` not 0, the checkpoint thread (`audit_checkpoint`).
 
 SIGTERM or SIGINT stops accepting, ends the gateway link's threads (waiting at
-most GATEWAY_JOIN_S), lets the ledger step in progress finish, and removes the
-socket files. The lock is released when the process exits.
+most GATEWAY_JOIN_S), lets the ledger step in progress finish, removes the
+socket files and wipes the secrets. The lock is released when the process exits.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from pathlib import Path
 
-from boxmaker import __version__
 from boxmaker.brokerd.admin import AdminHandler, expire_loop
 from boxmaker.brokerd.approvals import PendingTable
 from boxmaker.brokerd.audit_checkpoint import (
@@ -54,40 +52,24 @@ from boxmaker.brokerd.memory_link import MemoryLink
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.errors import ErrorCode, StartupError
-from boxmaker.core.layout import Home, link_modes
-from boxmaker.core.messages import CheckpointReply, Error, Message, StatusReport
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.timestamps import format_timestamp
-from boxmaker.ipc.role import block_stop_signals, wait_for_stop
+from boxmaker.core.layout import Home
+from boxmaker.core.links import LOOP_BROKER, OWNER_BROKER, Link, Role
+from boxmaker.core.messages import CheckpointReply, Error, Message, StatusReport, ToolRequest
+from boxmaker.ipc.role import EXIT_OK
 from boxmaker.ipc.secrets import load_secrets
-from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
+from boxmaker.ipc.server import Handlers
+from boxmaker.ipc.shell import Endpoint, RoleSockets, now, serve_daemon
 from boxmaker.sandbox.runner import Runtime
 
 log = logging.getLogger(__name__)
 
-BUSY_POINTER = Runbook.BROKER_BUSY.pointer
-BROKER_ACCEPTS = ("tool_request",)
-ADMIN_ACCEPTS = (
-    "approvals",
-    "check_grants",
-    "status",
-    "approve",
-    "refuse",
-    "checkpoint",
-    "session_states",
-)
 GATEWAY_JOIN_S = 2.0
 
 
-def now() -> str:
-    return format_timestamp(datetime.now(UTC))
-
-
 class Brokerd:
-    """brokerd's sockets and threads around a started audit writer; `serve` drives it.
-
-    Tests build one directly with their own writer, runtime and clock: the same
-    handlers and sockets as the daemon, in one process.
+    """brokerd's sockets and threads around a started audit writer: what `serve` runs
+    (`ipc.shell.serve_daemon`), and what tests start in their own process
+    (`boxmaker.testing.daemons`), with their own writer, runtime, clock and grants.
     """
 
     def __init__(
@@ -97,54 +79,31 @@ class Brokerd:
         runtime: Runtime,
         clock: Callable[[], str] = now,
         caps: ConnectionCaps = DEFAULT_CAPS,
+        grants: Callable[[Path, list[tuple[str, str]]], GrantsDir] = GrantsDir,
     ) -> None:
+        """`grants` makes the grants directory from `[paths] grants` and brokerd's own
+        places, which no grant may cover (tests: one with a hook)."""
         self.config = config
         self.caps = caps
         self.writer = writer
         self.states = SessionStore(config.home)
         self.ledger = Ledger(writer, self.states, clock)
-        sockets = [config.broker_socket, config.admin_socket]
-        if config.memory_socket is not None:
-            sockets.append(config.memory_socket)
-        if config.gateway_socket is not None:
-            sockets.append(config.gateway_socket)
-        self.grants = GrantsDir(config.grants_dir, own_places(config.home, sockets))
+        self.grants = grants(config.grants_dir, own_places(config.home, config.sockets_used()))
         self.table = PendingTable()
-        self.stopping = threading.Event()
+        endpoints = (
+            Endpoint(LOOP_BROKER, config.broker_socket, caps.broker),
+            Endpoint(OWNER_BROKER, config.admin_socket, caps.admin),
+        )
+        self.sockets = RoleSockets(Role.BROKERD, endpoints, config.sockets.group_access, clock)
+        self.stopping = self.sockets.stopping
         self.gateway: GatewayLink | None = None
         self._clock = clock
         self._runtime = runtime
-        self._sockets: list[socket.socket] = []
-        self._started = clock()
         self.checkpointer = Checkpointer(Home(config.home).audit, writer.durable_head, clock)
 
     def start(self) -> None:
-        modes = link_modes(self.config.sockets.group_access)
-        broker_sock = bind_socket(self.config.broker_socket, modes)
-        self._sockets.append(broker_sock)
-        admin_sock = bind_socket(self.config.admin_socket, modes)
-        self._sockets.append(admin_sock)
-        broker = BrokerHandler(
-            self.ledger,
-            self.grants,
-            self._runtime,
-            self.table,
-            self._clock,
-            self.config.approvals.ttl_ms,
-            self._memory_link(),
-            self._gateway_link(),
-        )
-        admin = AdminHandler(
-            self.ledger, self.grants, self.table, self.status, self.checkpoint, self.states
-        )
-        broker_rules = SocketRules(
-            "broker.sock", "brokerd", BROKER_ACCEPTS, self.caps.broker, BUSY_POINTER
-        )
-        admin_rules = SocketRules(
-            "admin.sock", "brokerd", ADMIN_ACCEPTS, self.caps.admin, BUSY_POINTER
-        )
-        serve_forever(broker_sock, broker_rules, broker, self.stopping)
-        serve_forever(admin_sock, admin_rules, admin, self.stopping)
+        self.gateway = self._gateway_link()
+        self.sockets.start(self.handlers())
         threading.Thread(
             target=expire_loop,
             args=(self.table, self.ledger, self.grants, self._clock, self.stopping),
@@ -161,35 +120,48 @@ class Brokerd:
             ).start()
         self.grants.load()  # report an invalid grant set now, not only at the first call
 
+    def handlers(self) -> dict[Link, Handlers]:
+        """What each of brokerd's sockets serves: a handler for each kind its link accepts."""
+        broker = BrokerHandler(
+            self.ledger,
+            self.grants,
+            self._runtime,
+            self.table,
+            self._clock,
+            self.config.approvals.ttl_ms,
+            self._memory_link(),
+            self.gateway,
+        )
+        admin = AdminHandler(
+            self.ledger, self.grants, self.table, self.status, self.checkpoint, self.states
+        )
+        return {LOOP_BROKER: {ToolRequest: broker}, OWNER_BROKER: admin.handlers()}
+
     def _memory_link(self) -> MemoryLink | None:
         path = self.config.memory_socket
         return None if path is None else MemoryLink(path, self.config.memory.timeout_ms)
 
     def _gateway_link(self) -> GatewayLink | None:
         path = self.config.gateway_socket
-        if path is not None:
-            self.gateway = GatewayLink(
-                path,
-                self.config.gateway.timeout_ms,
-                self.table,
-                self.ledger,
-                self.grants,
-                self._clock,
-                self.stopping,
-            )
-        return self.gateway
+        if path is None:
+            return None
+        return GatewayLink(
+            path,
+            self.config.gateway.timeout_ms,
+            self.table,
+            self.ledger,
+            self.grants,
+            self._clock,
+            self.stopping,
+        )
 
     def status(self) -> StatusReport:
         """What `status` on admin.sock answers: the audit head and what waits."""
         position = self.writer.position
         audit = f"audit: next seq {position.next_seq}, head {position.prev}"
         pending = len(self.table.items())
-        return StatusReport(
-            role="brokerd",
-            version=__version__,
-            started=self._started,
-            detail=f"{audit}; {pending} approvals pending; runner {self.config.runner.backend}",
-        )
+        runner = self.config.runner.backend
+        return self.sockets.status(f"{audit}; {pending} approvals pending; runner {runner}")
 
     def checkpoint(self) -> Message:
         """What `checkpoint` on admin.sock answers: a checkpoint taken now, or why not."""
@@ -200,17 +172,17 @@ class Brokerd:
         assert taken.time is not None
         return CheckpointReply(seq=taken.seq, head=taken.head, time=taken.time)
 
-    def stop(self) -> None:
-        """Stop accepting, let the ledger step in progress finish, remove the sockets."""
-        self.stopping.set()
-        for sock in self._sockets:
-            sock.close()
+    def stop(self) -> int:
+        """Stop accepting, end the gateway link's threads (at most GATEWAY_JOIN_S), let
+        the ledger step in progress finish, remove the sockets, close the writer."""
+        self.sockets.stop(self._finish)
+        self.writer.close()
+        return EXIT_OK
+
+    def _finish(self) -> None:
         if self.gateway is not None:
             self.gateway.join(GATEWAY_JOIN_S)
         self.ledger.close()
-        for path in (self.config.broker_socket, self.config.admin_socket):
-            path.unlink(missing_ok=True)
-        self.writer.close()
 
 
 def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
@@ -218,6 +190,13 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
     # brokerd uses no secret yet: any configured are read so that a bad one stops
     # it now, before anything else, and are held until serve returns, wiped then
     secrets = load_secrets(config.secrets)
+    try:
+        return _serve(config, accept_break)
+    finally:
+        secrets.wipe()
+
+
+def _serve(config: BrokerdConfig, accept_break: bool) -> int:
     limit = raise_descriptor_limit()
     caps = connection_caps(limit)
     log.info(
@@ -236,20 +215,9 @@ def serve(config: BrokerdConfig, *, accept_break: bool = False) -> int:
         return started.status
     for line in started.lines:
         log.warning("%s", line)
-
-    block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
     daemon = Brokerd(config, started.writer, runtime, caps=caps)
-    daemon.start()
-    log.info(
-        "event=serving broker=%s admin=%s grants=%s runner=%s",
-        config.broker_socket,
-        config.admin_socket,
-        config.grants_dir,
-        config.runner.backend,
+    serving = (
+        f"broker={config.broker_socket} admin={config.admin_socket}"
+        f" grants={config.grants_dir} runner={config.runner.backend}"
     )
-    log.info("event=signal %s", wait_for_stop())
-    log.info("event=stopping")
-    daemon.stop()
-    secrets.wipe()
-    log.info("event=stopped")
-    return 0
+    return serve_daemon(daemon, serving)

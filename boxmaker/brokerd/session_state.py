@@ -32,6 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from boxmaker.core.decisions import Strict
+from boxmaker.core.errors import DamagedError
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
@@ -40,7 +41,7 @@ from boxmaker.core.policy import SessionState
 from boxmaker.ipc.files import write_atomic
 
 
-class StateUnreadableError(Exception):
+class StateUnreadableError(DamagedError):
     """A session's state file exists but cannot be trusted."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, err, out
 from boxmaker.core.checkpoints import GENESIS, CheckpointLine, chain_head, parse_line
 from boxmaker.core.layout import home_from
+from boxmaker.ipc.files import append_durable
 
 
 def add_parsers(sub: Any) -> None:
@@ -99,23 +100,10 @@ def chain_prev(path: Path) -> str:
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append `line` to `path`, created 0600 if missing, and fsync it."""
-    created = not path.exists()
+    """Append `line` to `path`, created 0600 if missing, and fsync it (a link is followed:
+    the owner named the path)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            data = (line + "\n").encode("ascii")
-            if os.write(fd, data) != len(data):
-                raise OSError("short write")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        append_durable(path, (line + "\n").encode("ascii"), follow=True)
     except OSError as exc:
         raise CliError(f"cannot append to {path}: {exc.strerror or exc}") from exc
 

@@ -218,25 +218,8 @@ def unshown_rest(shown: str | None, answer: str) -> str | None:
 
 
 def _pointer(reason: DenyReason) -> str | None:
-    match reason:
-        case DenyReason.GRANTS_INVALID:
-            return Runbook.GRANTS_INVALID.pointer
-        case DenyReason.AUDIT_UNAVAILABLE:
-            return Runbook.AUDIT_UNAVAILABLE.pointer
-        case DenyReason.STATE_UNREADABLE:
-            return Runbook.BROKER_STATE_DAMAGED.pointer
-        case (
-            DenyReason.NO_GRANT
-            | DenyReason.GRANT_EXPIRED
-            | DenyReason.TAINT_TOO_HIGH
-            | DenyReason.DENIED_BY_GRANT
-            | DenyReason.APPROVAL_REFUSED
-            | DenyReason.APPROVAL_EXPIRED
-            | DenyReason.INVALID_ARGUMENTS
-            | DenyReason.APPROVAL_STALE
-            | DenyReason.UNTRUSTED_SESSION
-        ):
-            return None
+    """The runbook pointer the deny-reason table gives `reason`, if any."""
+    return None if reason.runbook is None else reason.runbook.pointer
 
 
 def handle_pending(

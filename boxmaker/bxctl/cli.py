@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from boxmaker.core.errors import BoxmakerError
+
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
@@ -25,7 +27,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
 EXIT_CLOSED_PIPE = 141
 
 
-class CliError(Exception):
+class CliError(BoxmakerError):
     """A failure the owner can act on: printed as one line, then exit `status`."""
 
     def __init__(self, message: str, status: int = EXIT_PROBLEM) -> None:

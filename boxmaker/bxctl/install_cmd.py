@@ -2,17 +2,11 @@
 
 I/O: see `install_steps`; this module decides what the layout is.
 
-Run as root, each role gets its own user (bx-broker, bx-memory, bx-loop,
-bx-gateway) and each link between roles a group holding exactly the client
-role's user (the owner's user, for the owner's links):
-
-    <home>/run/loop-broker/    bx-broker:bx-loop-broker      2750   broker.sock 0660
-    <home>/run/owner-broker/   bx-broker:bx-owner-broker     2750   admin.sock 0660
-    <home>/run/loop/           bx-loop:bx-loop-clients       2750   loop.sock 0660
-    <home>/run/gateway/        bx-gateway:bx-broker-gateway  2750   gateway.sock 0660
-    <home>/run/loop-memory/    bx-memory:bx-loop-memory      2750   memory.sock 0660
-    <home>/run/broker-memory/  bx-memory:bx-broker-memory    2750   memory.sock 0660
-    <home>/run/owner-memory/   bx-memory:bx-owner-memory     2750   admin.sock 0660
+Run as root, it lays out what the link table says (`boxmaker.core.links`): each
+role its own user (bx-broker, bx-memory, bx-loop, bx-gateway), each link a group
+holding exactly its client roles' users (the owner's user, for the owner's
+links), and each link's directory, `<home>/run/<directory>/`, the serving role's
+user's and the link's group's, with the link's root modes (2750; the socket 0660).
 
 loop.sock has two clients, the owner (`bxctl chat`) and gatewayd (the owner's
 Mattermost messages), so bx-loop-clients holds the owner and bx-gateway. No other
@@ -64,6 +58,7 @@ import os
 import pwd
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -82,17 +77,12 @@ from boxmaker.bxctl.boot_unit import (
 )
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Bytecode, Command, Directory, File, Group, Step, User
-from boxmaker.core.layout import SHARED, Home
+from boxmaker.core.layout import Home
+from boxmaker.core.links import LINKS, ROLE_USERS, Link, Role
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
 from boxmaker.core.runbook import Runbook
 
-ROLE_USERS = {
-    "brokerd": "bx-broker",
-    "memoryd": "bx-memory",
-    "loopd": "bx-loop",
-    "gatewayd": "bx-gateway",
-}
 PACKAGE_DIR = Path(boxmaker.__file__).parent  # whose bytecode the roles load
 PROGRAMS = ("brokerd.conf", "memoryd.conf", "loopd.conf", "gatewayd.conf", "group.conf")
 SANDBOX_CGROUPS = (
@@ -325,10 +315,11 @@ def gatewayd_toml(layout: Layout) -> str:
 def supervisor_files(layout: Layout) -> list[File]:
     templates = data_dir() / "supervisor.conf.d"
     files = []
+    users = {str(role): user for role, user in ROLE_USERS.items()} if layout.root else {}
     for name in PROGRAMS:
         text = (templates / name).read_text(encoding="utf-8")
-        role = name.removesuffix(".conf")
-        user = f"user={ROLE_USERS[role]}" if layout.root and role in ROLE_USERS else ""
+        program = name.removesuffix(".conf")
+        user = f"user={users[program]}" if program in users else ""
         rendered = text.format(bin=layout.bin, etc=layout.etc, log=layout.log, user=user)
         files.append(File(layout.etc / "supervisor.conf.d" / name, rendered, 0o644))
     owner_group = layout.owner if not layout.root else _primary_group(layout.owner)
@@ -353,40 +344,31 @@ def _primary_group(user: str) -> str:
     return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
 
 
-def plan(layout: Layout) -> list[Step]:
-    """Every step of the install, in order."""
+def plan(layout: Layout, links: Sequence[Link] = LINKS) -> list[Step]:
+    """Every step of the install, in order; a root install's users, groups and socket
+    directories are those of `links`."""
     steps: list[Step] = []
     grants = layout.etc / "grants"
     home = Home(layout.home)
     if layout.root:
+        users = {**ROLE_USERS, Role.OWNER: layout.owner}
         broker, memory, loop, gateway = (
-            ROLE_USERS[r] for r in ("brokerd", "memoryd", "loopd", "gatewayd")
+            ROLE_USERS[r] for r in (Role.BROKERD, Role.MEMORYD, Role.LOOPD, Role.GATEWAYD)
         )
-        steps += [User(broker), User(memory), User(loop), User(gateway)]
-        steps += [
-            Group("bx-loop-broker", (loop,)),
-            Group("bx-owner-broker", (layout.owner,)),
-            Group("bx-loop-clients", (layout.owner, gateway)),
-            Group("bx-loop-memory", (loop,)),
-            Group("bx-broker-memory", (broker,)),
-            Group("bx-owner-memory", (layout.owner,)),
-            Group("bx-broker-gateway", (broker,)),
-        ]
+        steps += [User(user) for user in ROLE_USERS.values()]
+        steps += [Group(link.group, tuple(users[role] for role in link.clients)) for link in links]
         steps += [
             Directory(layout.etc, 0o755, "root", "root"),
             Directory(grants, 0o750, "root", broker),
             Directory(layout.etc / "supervisor.conf.d", 0o755, "root", "root"),
             Directory(layout.home, 0o755, "root", "root"),
             Directory(home.run, 0o755, "root", "root"),
-            Directory(home.broker_socket.parent, SHARED.directory, broker, "bx-loop-broker"),
-            Directory(home.admin_socket.parent, SHARED.directory, broker, "bx-owner-broker"),
-            Directory(home.loop_socket.parent, SHARED.directory, loop, "bx-loop-clients"),
-            Directory(home.loop_memory_socket.parent, SHARED.directory, memory, "bx-loop-memory"),
-            Directory(
-                home.broker_memory_socket.parent, SHARED.directory, memory, "bx-broker-memory"
+            *(
+                Directory(
+                    home.link_directory(link), link.root.directory, users[link.server], link.group
+                )
+                for link in links
             ),
-            Directory(home.owner_memory_socket.parent, SHARED.directory, memory, "bx-owner-memory"),
-            Directory(home.gateway_socket.parent, SHARED.directory, gateway, "bx-broker-gateway"),
             Directory(home.egress, 0o700, broker, broker),
             Directory(home.broker_sessions.parent, 0o700, broker, broker),
             Directory(home.audit, 0o700, broker, broker),
@@ -457,7 +439,7 @@ def plan(layout: Layout) -> list[Step]:
                 (
                     str(layout.source / "scripts" / "prepare-sandbox-host"),
                     "--user",
-                    ROLE_USERS["brokerd"],
+                    ROLE_USERS[Role.BROKERD],
                 ),
                 "the sandbox host (scripts/prepare-sandbox-host)",
             )
@@ -465,7 +447,7 @@ def plan(layout: Layout) -> list[Step]:
         steps += boot_steps(
             bin_dir=layout.bin,
             etc=layout.etc,
-            broker_user=ROLE_USERS["brokerd"],
+            broker_user=ROLE_USERS[Role.BROKERD],
             prepare_script=(layout.source / "scripts" / "prepare-sandbox-host").read_text(),
         )
     return steps
@@ -478,7 +460,7 @@ def probe_model(layout: Layout) -> str:
     """`loopd probe` with the installed configuration: its answer, or CliError with its line."""
     argv = [str(layout.bin / "loopd"), "probe", "--config", str(layout.etc / "loopd.toml")]
     if layout.root:
-        argv = ["runuser", "-u", ROLE_USERS["loopd"], "--", *argv]
+        argv = ["runuser", "-u", ROLE_USERS[Role.LOOPD], "--", *argv]
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
@@ -504,7 +486,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         _run_step(step, args.dry_run)
     mode = "root install" if layout.root else "dev mode"
     if layout.root and not starts:  # before the summary, which stays the last line
-        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS["brokerd"], dry_run=args.dry_run))
+        out(not_booted_hint(layout.bin, layout.etc, ROLE_USERS[Role.BROKERD], dry_run=args.dry_run))
     if args.dry_run:
         out(f"install ({mode}): dry run, nothing changed")
     elif starts:

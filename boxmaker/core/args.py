@@ -1,11 +1,12 @@
 """Strict parsing of a tool call's arguments into typed values. No I/O.
 
-The model sends its arguments as JSON text. Each tool takes exactly the fields in
-the table below; an unknown, missing, duplicated or mistyped field, or a path or
-URL that fails its form check, raises `ArgsError` with a one-line explanation
-(which brokerd forwards to the model as the `invalid_arguments` detail). So do
-arguments over `argument_size.MAX_ARGUMENT_BYTES` (65,536 bytes of UTF-8), checked
-before anything is parsed.
+The model sends its arguments as JSON text. Each tool takes exactly the fields
+of its row in the tool table (`core.tools`); an unknown, missing, duplicated or
+mistyped field, or a path or URL that fails its form check, raises `ArgsError`
+with a one-line explanation (which brokerd forwards to the model as the
+`invalid_arguments` detail). So do arguments over
+`argument_size.MAX_ARGUMENT_BYTES` (65,536 bytes of UTF-8), checked before
+anything is parsed. The table today:
 
     tool                fields
     read_file           path
@@ -18,24 +19,26 @@ before anything is parsed.
     memory_note         text, untrusted (optional, false)
     memory_recall       query, limit (optional, 5), page (optional, 1)
 
-The memory tools run in memoryd, not a sandbox (`docs/memoryd.md`): `kind` is
-`memory` or `user`; `text`, `query`, `entry` and each of `entries` are non-empty
-strings; `entries` holds 1 to 50 distinct ids; `limit` is an integer from 1 to
-50, and so is `page` (which page of a recall too large for one answer: memoryd's
-`recall_pages`). memoryd parses what brokerd forwards with this same parser.
+Unknown fields are named first, then missing ones, then each field is checked
+in table order by its `Check`: `kind` is `memory` or `user`; `text`, `query`,
+`entry` and each of `entries` are non-empty strings; `entries` holds 1 to 50
+distinct ids; `limit` is an integer from 1 to 50, and so is `page` (which page
+of a recall too large for one answer: memoryd's `recall_pages`). The memory
+tools run in memoryd, not a sandbox (`docs/memoryd.md`); memoryd parses what
+brokerd forwards with this same parser.
 
 `canonical_arguments` serialises parsed arguments again, fields in table order,
 compact: this is what the owner is shown when approving, so `\\u002fetc` and `/etc`
-look the same because they mean the same (an optional memory field is always
-written out: `limit` 5 and no `limit` mean the same; but `page` only past the
-first, so a recall's canonical form is as it was before pages).
+look the same because they mean the same. An optional field is written out even
+when it holds its default (`limit` 5 and no `limit` mean the same), unless its
+row leaves the default out: an absent `cwd`, and `page` 1 (so a recall's
+canonical form is as it was before pages).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -44,111 +47,49 @@ from boxmaker.core.argument_size import size_problem
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.hosts import Url, parse_url
 from boxmaker.core.paths import path_problem
+from boxmaker.core.tools import (
+    MAX_RECALL,
+    Check,
+    HttpFetchArgs,
+    MemoryAddArgs,
+    MemoryArgs,
+    MemoryConsolidateArgs,
+    MemoryNoteArgs,
+    MemoryRecallArgs,
+    MemoryReplaceArgs,
+    ReadFileArgs,
+    SandboxArgs,
+    ShellArgs,
+    ToolArgs,
+    ToolName,
+    WriteFileArgs,
+    row_of,
+    tool_name,
+)
 
+__all__ = [
+    "MAX_RECALL",
+    "MEMORY_KINDS",
+    "HttpFetchArgs",
+    "MemoryAddArgs",
+    "MemoryArgs",
+    "MemoryConsolidateArgs",
+    "MemoryNoteArgs",
+    "MemoryRecallArgs",
+    "MemoryReplaceArgs",
+    "ReadFileArgs",
+    "SandboxArgs",
+    "ShellArgs",
+    "ToolArgs",
+    "ToolName",
+    "WriteFileArgs",
+    "argument_fields",
+    "canonical_arguments",
+    "parse_arguments",
+    "tool_name",
+]
 
-class ToolName(StrEnum):
-    READ_FILE = "read_file"
-    WRITE_FILE = "write_file"
-    SHELL = "shell"
-    HTTP_FETCH = "http_fetch"
-    MEMORY_ADD = "memory_add"
-    MEMORY_REPLACE = "memory_replace"
-    MEMORY_CONSOLIDATE = "memory_consolidate"
-    MEMORY_NOTE = "memory_note"
-    MEMORY_RECALL = "memory_recall"
-
-    @property
-    def is_memory(self) -> bool:
-        """A memory tool: run by memoryd, never in a sandbox."""
-        return self.value.startswith("memory_")
-
-
-SANDBOX_TOOLS = (ToolName.READ_FILE, ToolName.WRITE_FILE, ToolName.SHELL, ToolName.HTTP_FETCH)
-MEMORY_TOOLS = tuple(t for t in ToolName if t.is_memory)
 MEMORY_KINDS = ("memory", "user")
-MAX_RECALL = 50  # entries in one recall, and ids in one consolidation
-DEFAULT_RECALL = 5
-
-
-def tool_name(text: str) -> ToolName | None:
-    """The tool called `text`, or None if it is not one of the nine."""
-    try:
-        return ToolName(text)
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class ReadFileArgs:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class WriteFileArgs:
-    path: str
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class ShellArgs:
-    command: str
-    cwd: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class HttpFetchArgs:
-    url: Url
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryAddArgs:
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryReplaceArgs:
-    kind: str
-    entry: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryConsolidateArgs:
-    kind: str
-    entries: tuple[str, ...]
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryNoteArgs:
-    text: str
-    untrusted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecallArgs:
-    query: str
-    limit: int
-    page: int = 1
-
-
-MemoryArgs = MemoryAddArgs | MemoryReplaceArgs | MemoryConsolidateArgs | MemoryNoteArgs
-SandboxArgs = ReadFileArgs | WriteFileArgs | ShellArgs | HttpFetchArgs
-ToolArgs = SandboxArgs | MemoryArgs | MemoryRecallArgs
-
-_FIELDS: dict[ToolName, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # tool: (required fields, optional fields), in the order they are shown
-    ToolName.READ_FILE: (("path",), ()),
-    ToolName.WRITE_FILE: (("path", "content"), ()),
-    ToolName.SHELL: (("command",), ("cwd",)),
-    ToolName.HTTP_FETCH: (("url",), ()),
-    ToolName.MEMORY_ADD: (("kind", "text"), ()),
-    ToolName.MEMORY_REPLACE: (("kind", "entry", "text"), ()),
-    ToolName.MEMORY_CONSOLIDATE: (("kind", "entries", "text"), ()),
-    ToolName.MEMORY_NOTE: (("text",), ("untrusted",)),
-    ToolName.MEMORY_RECALL: (("query",), ("limit", "page")),
-}
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -182,8 +123,7 @@ def _load_object(raw: str) -> dict[str, Any]:
     return value
 
 
-def _string(obj: dict[str, Any], name: str) -> str:
-    value = obj[name]
+def _string(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise ArgsError(f"invalid type for `{name}`: expected a string")
     try:
@@ -193,42 +133,54 @@ def _string(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-def _filled(obj: dict[str, Any], name: str) -> str:
-    value = _string(obj, name)
-    if not value:
+def _filled(value: Any, name: str) -> str:
+    text = _string(value, name)
+    if not text:
         raise ArgsError(f"`{name}` is empty")
-    return value
+    return text
 
 
-def _kind(obj: dict[str, Any]) -> str:
-    value = _string(obj, "kind")
-    if value not in MEMORY_KINDS:
-        raise ArgsError("`kind` must be `memory` or `user`")
-    return value
+def _path(value: Any, name: str) -> str:
+    text = _string(value, name)
+    problem = path_problem(text)
+    if problem is not None:
+        raise ArgsError(f"`{name}` is not a valid absolute path: {problem}")
+    return text
 
 
-def _entries(obj: dict[str, Any]) -> tuple[str, ...]:
-    value = obj["entries"]
+def _url(value: Any, name: str) -> Url:
+    text = _string(value, name)
+    try:
+        return parse_url(text)
+    except ValueError as exc:
+        raise ArgsError(f"`{name}` is not allowed: {exc}") from exc
+
+
+def _kind(value: Any, name: str) -> str:
+    if _string(value, name) not in MEMORY_KINDS:
+        raise ArgsError(f"`{name}` must be `memory` or `user`")
+    return str(value)
+
+
+def _entries(value: Any, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ArgsError("invalid type for `entries`: expected a list of non-empty strings")
+        raise ArgsError(f"invalid type for `{name}`: expected a list of non-empty strings")
     if not 1 <= len(value) <= MAX_RECALL:
-        raise ArgsError(f"`entries` must name 1 to {MAX_RECALL} entries")
+        raise ArgsError(f"`{name}` must name 1 to {MAX_RECALL} entries")
     if len(set(value)) != len(value):
-        raise ArgsError("`entries` names an entry twice")
+        raise ArgsError(f"`{name}` names an entry twice")
     for item in value:
-        _string({"entries": item}, "entries")  # a lone surrogate is refused here too
+        _string(item, name)  # a lone surrogate is refused here too
     return tuple(value)
 
 
-def _flag(obj: dict[str, Any], name: str) -> bool:
-    value = obj.get(name, False)
+def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ArgsError(f"invalid type for `{name}`: expected true or false")
     return value
 
 
-def _limit(obj: dict[str, Any], name: str = "limit", default: int = DEFAULT_RECALL) -> int:
-    value = obj.get(name, default)
+def _count(value: Any, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ArgsError(f"invalid type for `{name}`: expected an integer")
     if not 1 <= value <= MAX_RECALL:
@@ -236,30 +188,16 @@ def _limit(obj: dict[str, Any], name: str = "limit", default: int = DEFAULT_RECA
     return value
 
 
-def _memory(tool: ToolName, obj: dict[str, Any]) -> MemoryArgs | MemoryRecallArgs:
-    if tool is ToolName.MEMORY_ADD:
-        return MemoryAddArgs(kind=_kind(obj), text=_filled(obj, "text"))
-    if tool is ToolName.MEMORY_REPLACE:
-        return MemoryReplaceArgs(
-            kind=_kind(obj), entry=_filled(obj, "entry"), text=_filled(obj, "text")
-        )
-    if tool is ToolName.MEMORY_CONSOLIDATE:
-        return MemoryConsolidateArgs(
-            kind=_kind(obj), entries=_entries(obj), text=_filled(obj, "text")
-        )
-    if tool is ToolName.MEMORY_NOTE:
-        return MemoryNoteArgs(text=_filled(obj, "text"), untrusted=_flag(obj, "untrusted"))
-    return MemoryRecallArgs(
-        query=_filled(obj, "query"), limit=_limit(obj), page=_limit(obj, "page", 1)
-    )
-
-
-def _path(obj: dict[str, Any], name: str) -> str:
-    value = _string(obj, name)
-    problem = path_problem(value)
-    if problem is not None:
-        raise ArgsError(f"`{name}` is not a valid absolute path: {problem}")
-    return value
+_CHECKS: dict[Check, Callable[[Any, str], Any]] = {
+    Check.STRING: _string,
+    Check.TEXT: _filled,
+    Check.PATH: _path,
+    Check.URL: _url,
+    Check.MEMORY_KIND: _kind,
+    Check.ENTRY_IDS: _entries,
+    Check.FLAG: _flag,
+    Check.COUNT: _count,
+}
 
 
 def parse_arguments(tool: ToolName, raw: str) -> ToolArgs:
@@ -268,52 +206,41 @@ def parse_arguments(tool: ToolName, raw: str) -> ToolArgs:
     if too_large is not None:
         raise ArgsError(too_large)
     obj = _load_object(raw)
-    required, optional = _FIELDS[tool]
-    known = required + optional
+    fields = tool.row.fields
+    known = tuple(f.name for f in fields)
     for name in obj:
         if name not in known:
             raise ArgsError(f"unknown field `{name}`, {_expected(known)}")
-    for name in required:
-        if name not in obj:
-            raise ArgsError(f"missing field `{name}`")
-    if tool.is_memory:
-        return _memory(tool, obj)
-    if tool is ToolName.READ_FILE:
-        return ReadFileArgs(path=_path(obj, "path"))
-    if tool is ToolName.WRITE_FILE:
-        return WriteFileArgs(path=_path(obj, "path"), content=_string(obj, "content"))
-    if tool is ToolName.SHELL:
-        cwd = None if obj.get("cwd") is None else _path(obj, "cwd")
-        return ShellArgs(command=_string(obj, "command"), cwd=cwd)
-    url = _string(obj, "url")
-    try:
-        return HttpFetchArgs(url=parse_url(url))
-    except ValueError as exc:
-        raise ArgsError(f"`url` is not allowed: {exc}") from exc
+    for field in fields:
+        if field.required and field.name not in obj:
+            raise ArgsError(f"missing field `{field.name}`")
+    values: dict[str, Any] = {}
+    for field in fields:
+        value = obj.get(field.name)
+        absent = field.name not in obj or (value is None and field.null_is_absent)
+        values[field.name] = field.default if absent else _CHECKS[field.check](value, field.name)
+    return tool.row.args(**values)
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, Url):
+        return value.text
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def argument_fields(args: ToolArgs) -> dict[str, object]:
+    """The parsed arguments as JSON values, fields in table order (the module docstring)."""
+    fields: dict[str, object] = {}
+    for field in row_of(args).fields:
+        value = getattr(args, field.name)
+        if field.default_left_out and value == field.default:
+            continue
+        fields[field.name] = _json_value(value)
+    return fields
 
 
 def canonical_arguments(args: ToolArgs) -> str:
-    """The parsed arguments as compact JSON, fields in table order, absent cwd left out."""
-    fields: dict[str, object]
-    match args:
-        case ReadFileArgs(path=path):
-            fields = {"path": path}
-        case WriteFileArgs(path=path, content=content):
-            fields = {"path": path, "content": content}
-        case ShellArgs(command=command, cwd=cwd):
-            fields = {"command": command} if cwd is None else {"command": command, "cwd": cwd}
-        case HttpFetchArgs(url=url):
-            fields = {"url": url.text}
-        case MemoryAddArgs(kind=kind, text=text):
-            fields = {"kind": kind, "text": text}
-        case MemoryReplaceArgs(kind=kind, entry=entry, text=text):
-            fields = {"kind": kind, "entry": entry, "text": text}
-        case MemoryConsolidateArgs(kind=kind, entries=entries, text=text):
-            fields = {"kind": kind, "entries": list(entries), "text": text}
-        case MemoryNoteArgs(text=text, untrusted=untrusted):
-            fields = {"text": text, "untrusted": untrusted}
-        case MemoryRecallArgs(query=query, limit=limit, page=page):
-            fields = {"query": query, "limit": limit}
-            if page != 1:
-                fields["page"] = page
-    return orjson.dumps(fields).decode()
+    """`argument_fields` as compact JSON: what the owner approves, and a digest binds."""
+    return orjson.dumps(argument_fields(args)).decode()

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, Field, ValidationError
 
 from boxmaker.core.audit_views import U64_MAX
 from boxmaker.core.decisions import DecisionRecord, Strict
+from boxmaker.core.errors import DamagedError
 from boxmaker.core.hashes import check_hash
 from boxmaker.core.ids import CallId, SessionId
 from boxmaker.core.labels import DataClass
@@ -130,7 +131,7 @@ class AuditRecord(Strict):
     event: AuditEvent
 
 
-class RecordError(ValueError):
+class RecordError(DamagedError, ValueError):
     """A line is not an audit record; the text says why in one line."""
 
 

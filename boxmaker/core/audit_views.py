@@ -31,6 +31,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from boxmaker.core.deny_reasons import DenyReason
+
 U64_MAX = 2**64 - 1
 
 # Lengths and bounds are checked by msgspec as it decodes; every value the models
@@ -42,20 +44,6 @@ Time = Annotated[str, msgspec.Meta(min_length=24, max_length=24)]
 Answer = Literal["approved", "refused", "expired"]
 Status = Literal["result", "failed"]
 Class = Literal["public", "private", "secret"]
-Reason = Literal[
-    "no_grant",
-    "grant_expired",
-    "taint_too_high",
-    "denied_by_grant",
-    "approval_refused",
-    "approval_expired",
-    "invalid_arguments",
-    "grants_invalid",
-    "audit_unavailable",
-    "state_unreadable",
-    "approval_stale",
-    "untrusted_session",
-]
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
@@ -71,7 +59,7 @@ class AskView(_Strict, frozen=True, tag_field="outcome", tag="ask"):
 
 
 class DeniedView(_Strict, frozen=True, tag_field="outcome", tag="denied"):
-    reason: Reason
+    reason: DenyReason  # msgspec decodes an enum by its values: the deny-reason table's names
 
 
 OutcomeView = AllowedView | AskView | DeniedView
@@ -200,6 +188,8 @@ def view_of_model(dumped: dict[str, Any]) -> RecordView:
         fields["class_"] = fields.pop("class")
     if "outcome" in fields:
         outcome = dict(fields["outcome"])
+        if "reason" in outcome:  # as decoding gives it: the member, not its name
+            outcome["reason"] = DenyReason(outcome["reason"])
         fields["outcome"] = _OUTCOMES[outcome.pop("outcome")](**outcome)
     return RecordView(
         seq=dumped["seq"], time=dumped["time"], prev=dumped["prev"], event=kind(**fields)

@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from boxmaker.core.errors import ArgsError
+
 Schemas = Mapping[str, Mapping[str, Any]]  # tool name -> its JSON-schema `parameters`
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -89,7 +91,7 @@ class BadToolCall:
 Call = ToolCall | BadToolCall
 
 
-class _CallError(ValueError):
+class _CallError(ArgsError):
     """What is wrong with a call, raised inside a reader and returned as a BadToolCall."""
 
 

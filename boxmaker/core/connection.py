@@ -8,12 +8,14 @@ enforce those rules; reading and writing the socket is the caller's.
     ServerConnection: AWAITING_REQUEST --request--> ANSWERING --final--> CLOSED
     ClientConnection: SENDING --request--> AWAITING_ANSWER --final--> CLOSED
 
-Anything out of order raises `ProtocolError`, and the connection is then unusable.
+Anything out of order from the peer raises `ProtocolError`, and the connection is
+then unusable. Our own side breaking the rules (an answer after the final one, or
+with no request; a second request) is a bug: `MisuseError`, never the peer's error.
 """
 
 from __future__ import annotations
 
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import ErrorCode, MisuseError, ProtocolError
 from boxmaker.core.frames import FrameDecoder, encode_frame
 from boxmaker.core.messages import (
     Envelope,
@@ -67,10 +69,10 @@ class ServerConnection:
         `request_id` is for an error sent before a request could be read.
         """
         if self._closed:
-            raise ProtocolError(ErrorCode.INTERNAL, "the final answer was already sent")
+            raise MisuseError("the final answer was already sent")
         ident = request_id if self._request is None else self._request.id
         if ident is None:
-            raise ProtocolError(ErrorCode.INTERNAL, "no request to answer")
+            raise MisuseError("no request to answer")
         self._closed = final
         return encode_frame(encode_answer(ident, final, message))
 
@@ -91,7 +93,7 @@ class ClientConnection:
 
     def request(self, message: Message) -> bytes:
         if self._sent:
-            raise ProtocolError(ErrorCode.INTERNAL, "one request per connection")
+            raise MisuseError("one request per connection")
         self._sent = True
         return encode_frame(encode_envelope(Envelope(id=self._id, final=True, message=message)))
 

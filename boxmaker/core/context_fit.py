@@ -43,13 +43,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from boxmaker.core.errors import ConfigError
 from boxmaker.core.offload import KV_ELEMENT_BYTES, MIB, KvType
 
 CONTEXT_STEP = 256  # context = 0 chooses a multiple of this; a context set is at least it
 FALLBACK_CONTEXT = 4096  # the trained context of a model whose metadata names none
 
 
-class ContextFitError(ValueError):
+class ContextFitError(ConfigError):
     """`[model] context` or `memory_mib` cannot be honoured (one line naming the key)."""
 
 

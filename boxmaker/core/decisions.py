@@ -1,4 +1,4 @@
-"""The wire and audit shape of a decision's outcome, and the deny reasons. No I/O.
+"""The wire and audit shape of a decision's outcome. No I/O.
 
     {"outcome": "allowed"} | {"outcome": "ask", "why"?} | {"outcome": "denied", "reason": R}
 
@@ -12,30 +12,13 @@ fields like every other model, so `{"outcome": "allowed", "x": 1}` does not pars
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class DenyReason(StrEnum):
-    """Why a tool call was denied. Values are wire and audit names, never renamed."""
-
-    NO_GRANT = "no_grant"
-    GRANT_EXPIRED = "grant_expired"
-    TAINT_TOO_HIGH = "taint_too_high"
-    DENIED_BY_GRANT = "denied_by_grant"
-    APPROVAL_REFUSED = "approval_refused"
-    APPROVAL_EXPIRED = "approval_expired"
-    INVALID_ARGUMENTS = "invalid_arguments"
-    GRANTS_INVALID = "grants_invalid"
-    AUDIT_UNAVAILABLE = "audit_unavailable"
-    STATE_UNREADABLE = "state_unreadable"
-    # approved, but the re-decision is not the call the owner saw: another grant, a
-    # changed grant file, or a higher taint (the approval's digest differs)
-    APPROVAL_STALE = "approval_stale"
-    # the matched grant's `when_untrusted` is deny, and the session is untrusted
-    UNTRUSTED_SESSION = "untrusted_session"
+# the deny-reason table has a module of its own: the audit verifier reads it
+# without pydantic (`core.audit_views`)
+from boxmaker.core.deny_reasons import DenyReason as DenyReason
 
 
 class Strict(BaseModel):

@@ -4,26 +4,26 @@ A frame is a 4-byte big-endian length N, 1 <= N <= 1,048,576, then exactly N
 bytes. `FrameDecoder.feed` takes any split of the stream and returns the complete
 payloads so far; a bad prefix raises `ProtocolError` as soon as the 4 bytes are
 in, before any of the body is buffered. After an error the decoder stays failed.
+`encode_frame` is given our own payloads: one that cannot be a frame is our
+mistake, a `MisuseError` (`FrameTooLargeError` when it is over the limit).
 """
 
 from __future__ import annotations
 
 from typing import NoReturn
 
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import ErrorCode, FrameTooLargeError, MisuseError, ProtocolError
 
 MAX_FRAME = 1_048_576
 PREFIX = 4
 
 
 def encode_frame(payload: bytes) -> bytes:
-    """`payload` with its length prefix; ProtocolError if it cannot be one frame."""
+    """`payload` with its length prefix; MisuseError if it cannot be one frame."""
     if not payload:
-        raise ProtocolError(ErrorCode.MALFORMED, "a frame cannot be empty")
+        raise MisuseError("a frame cannot be empty")
     if len(payload) > MAX_FRAME:
-        raise ProtocolError(
-            ErrorCode.TOO_LARGE, f"a frame of {len(payload)} bytes is over {MAX_FRAME}"
-        )
+        raise FrameTooLargeError(f"a frame of {len(payload)} bytes is over {MAX_FRAME}")
     return len(payload).to_bytes(PREFIX, "big") + payload
 
 

@@ -12,11 +12,11 @@ the TOML text shows one, the line):
     1  it cannot be read, is not UTF-8, or is not a valid grant (TOML, types,
        unknown fields)
     2  its stem is not 1 to 64 characters of [a-z0-9-]
-    3  `tool` is not one of the tools (`core.args.ToolName`: the four sandbox
-       tools and the five memory tools)
+    3  `tool` is not one of the tools (a row of `core.tools.TOOLS`)
     4  `secret` is set
     5  `constraints.patterns` is not empty
     6  a constraint the tool does not take is present, or a required one missing
+       (the row's `paths` and `hosts`)
     7  a path is not a valid absolute path, or is /
     8  a host is not a valid host pattern
     9  a deny grant's max_taint is not secret
@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from boxmaker.core.args import ToolName, tool_name
 from boxmaker.core.grants import Grant, GrantProblem, GrantSet, Mode
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.hosts import host_pattern_problem
@@ -44,19 +43,10 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.paths import path_problem
 from boxmaker.core.reserved import Place, reserved_problem
 from boxmaker.core.timestamps import Timestamp
+from boxmaker.core.tools import TOOLS, Constraint, ToolName, tool_name
 
 _STEM = re.compile(r"[a-z0-9-]{1,64}")
 _TOML_LINE = re.compile(r"\s*\(at line (\d+), column \d+\)|\s*\(at end of document\)")
-
-# tool: (paths rule, hosts rule)
-_CONSTRAINTS: dict[ToolName, tuple[str, str]] = {
-    ToolName.READ_FILE: ("required", "empty"),
-    ToolName.WRITE_FILE: ("required", "empty"),
-    ToolName.SHELL: ("optional", "empty"),
-    ToolName.HTTP_FETCH: ("empty", "required"),
-    # memory tools take no constraints: the grant covers every call to its tool
-    **{tool: ("empty", "empty") for tool in ToolName if tool.is_memory},
-}
 
 
 class _Constraints(BaseModel):
@@ -223,7 +213,7 @@ def _check_rules(
     tool = tool_name(shape.tool)
     if tool is None:
         problem(
-            "`tool` must be one of " + ", ".join(ToolName),
+            "`tool` must be one of " + ", ".join(TOOLS),
             key_line(text, ("tool",)),
         )
     if shape.secret is not None:
@@ -231,12 +221,12 @@ def _check_rules(
     if shape.constraints.patterns:
         problem("patterns are not supported", key_line(text, ("constraints", "patterns")))
     if tool is not None:
-        paths_rule, hosts_rule = _CONSTRAINTS[tool]
-        for field, rule in (("paths", paths_rule), ("hosts", hosts_rule)):
+        row = tool.row
+        for field, rule in (("paths", row.paths), ("hosts", row.hosts)):
             values: list[str] = getattr(shape.constraints, field)
-            if rule == "required" and not values:
+            if rule is Constraint.REQUIRED and not values:
                 problem(f"a {tool} grant needs at least one entry in constraints.{field}", None)
-            if rule == "empty" and values:
+            if rule is Constraint.EMPTY and values:
                 problem(
                     f"a {tool} grant takes no constraints.{field}",
                     key_line(text, ("constraints", field)),

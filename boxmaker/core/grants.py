@@ -8,22 +8,22 @@ is untrusted (`when_untrusted`). Files are parsed and checked in
 
 `when_untrusted` never loosens a grant: once the session has read untrusted
 content, the grant counts with the more restrictive of `mode` and
-`when_untrusted`. Left out, it is the tool's default (`WHEN_UNTRUSTED`): `ask`
-for the tools that write or reach out (write_file, shell, http_fetch) and for
-the identity writes (memory_add, memory_replace, memory_consolidate, which change
-every new session's prompt); `auto` for read_file, memory_recall and memory_note
-(memoryd already lowers a note from an untrusted session to an untrusted note).
+`when_untrusted`. Left out, it is its tool's default: the `when_untrusted`
+column of the tool table (`boxmaker.core.tools`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from boxmaker.core.args import ToolName
 from boxmaker.core.labels import DataClass
+
+if TYPE_CHECKING:  # the tool table names each tool's default Mode, so it imports this module
+    from boxmaker.core.tools import ToolName
 
 
 class Mode(StrEnum):
@@ -35,19 +35,6 @@ class Mode(StrEnum):
     def restrictiveness(self) -> int:
         """deny (2) beats ask (1) beats auto (0)."""
         return {Mode.AUTO: 0, Mode.ASK: 1, Mode.DENY: 2}[self]
-
-
-WHEN_UNTRUSTED: dict[ToolName, Mode] = {
-    ToolName.READ_FILE: Mode.AUTO,
-    ToolName.WRITE_FILE: Mode.ASK,
-    ToolName.SHELL: Mode.ASK,
-    ToolName.HTTP_FETCH: Mode.ASK,
-    ToolName.MEMORY_ADD: Mode.ASK,
-    ToolName.MEMORY_REPLACE: Mode.ASK,
-    ToolName.MEMORY_CONSOLIDATE: Mode.ASK,
-    ToolName.MEMORY_NOTE: Mode.AUTO,
-    ToolName.MEMORY_RECALL: Mode.AUTO,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +56,7 @@ class Grant:
     @property
     def untrusted_mode(self) -> Mode:
         """The grant's mode in an untrusted session: never looser than `mode`."""
-        written = self.when_untrusted or WHEN_UNTRUSTED[self.tool]
+        written = self.when_untrusted or self.tool.row.when_untrusted
         return max(self.mode, written, key=lambda m: m.restrictiveness)
 
     def mode_at(self, untrusted: bool) -> Mode:

@@ -1,15 +1,9 @@
-"""Every path of a boxmaker home, and every mode, from one place. Pure; no I/O.
+"""Every path of a boxmaker home, from one place. Pure; no I/O.
 
 design.md sections 4 and 6 are its specification. `<home>` is `BOXMAKER_HOME`,
 else /var/lib/boxmaker:
 
-    <home>/run/loop-broker/broker.sock   brokerd, for loopd (and memoryd)
-    <home>/run/owner-broker/admin.sock   brokerd, for the owner (bxctl, gatewayd)
-    <home>/run/loop/loop.sock            loopd, for its clients
-    <home>/run/loop-memory/memory.sock   memoryd, for loopd (the memory block)
-    <home>/run/broker-memory/memory.sock memoryd, for brokerd (memory tool calls)
-    <home>/run/owner-memory/admin.sock   memoryd, for the owner (bxctl memory)
-    <home>/run/gateway/gateway.sock      gatewayd, for brokerd (approvals over chat)
+    <home>/run/<directory>/<socket>      each link's socket (`boxmaker.core.links`)
     <home>/run/egress/                   brokerd's per-call egress proxies
     <home>/audit/YYYY-MM-DD.jsonl        the audit log; <home>/audit/.lock
     <home>/broker/sessions/<id>.json     brokerd's session state
@@ -18,10 +12,7 @@ else /var/lib/boxmaker:
     <home>/memory/                       memoryd's files and journal
     <home>/gateway/watermark.json        gatewayd's place in the Mattermost stream
 
-A link's directory and socket have one of two mode pairs: shared (a root install:
-the directory 2750, set-group-id so the socket keeps the link's group, and the
-socket 0660, for the group holding only the client role's user) or private (dev
-mode: 0700 and 0600, this user only).
+A link's modes, in dev mode and in a root install, are the link table's.
 """
 
 from __future__ import annotations
@@ -30,30 +21,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.links import (
+    BROKER_MEMORY,
+    GATEWAY,
+    LOOP,
+    LOOP_BROKER,
+    LOOP_MEMORY,
+    OWNER_BROKER,
+    OWNER_MEMORY,
+    Link,
+)
+
 HOME_VARIABLE = "BOXMAKER_HOME"
 DEFAULT_HOME = Path("/var/lib/boxmaker")
-
-
-@dataclass(frozen=True, slots=True)
-class LinkModes:
-    """The modes of a link's directory and of its socket."""
-
-    directory: int
-    socket: int
-
-
-SHARED = LinkModes(directory=0o2750, socket=0o660)
-PRIVATE = LinkModes(directory=0o700, socket=0o600)
-
-
-def link_modes(group_access: bool) -> LinkModes:
-    """SHARED in a root install (`[sockets] group_access = true`), else PRIVATE."""
-    return SHARED if group_access else PRIVATE
+NO_SOCKET = "none"  # a client's socket key set to this: the role does without that link
 
 
 def home_from(environ: Mapping[str, str]) -> Path:
     """The home `environ` names (`BOXMAKER_HOME`, when set and not empty), else the default."""
     return Path(environ.get(HOME_VARIABLE) or DEFAULT_HOME)
+
+
+def socket_path(home: Path, link: Link, configured: str = "") -> Path:
+    """A role's path for `link`'s socket: `configured` (its key) unless absent or empty,
+    else the link's socket under `home`."""
+    return Path(configured) if configured else Home(home).socket(link)
+
+
+def client_socket(home: Path, link: Link, configured: str = "") -> Path | None:
+    """`socket_path` for a link a role is a client of, or None when `configured` is
+    NO_SOCKET: the role does without it."""
+    return None if configured == NO_SOCKET else socket_path(home, link, configured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,33 +64,39 @@ class Home:
     def run(self) -> Path:
         return self.root / "run"
 
+    def link_directory(self, link: Link) -> Path:
+        return self.run / link.directory
+
+    def socket(self, link: Link) -> Path:
+        return self.link_directory(link) / link.socket
+
     @property
     def broker_socket(self) -> Path:
-        return self.run / "loop-broker" / "broker.sock"
+        return self.socket(LOOP_BROKER)
 
     @property
     def admin_socket(self) -> Path:
-        return self.run / "owner-broker" / "admin.sock"
+        return self.socket(OWNER_BROKER)
 
     @property
     def loop_socket(self) -> Path:
-        return self.run / "loop" / "loop.sock"
+        return self.socket(LOOP)
 
     @property
     def loop_memory_socket(self) -> Path:
-        return self.run / "loop-memory" / "memory.sock"
+        return self.socket(LOOP_MEMORY)
 
     @property
     def broker_memory_socket(self) -> Path:
-        return self.run / "broker-memory" / "memory.sock"
+        return self.socket(BROKER_MEMORY)
 
     @property
     def owner_memory_socket(self) -> Path:
-        return self.run / "owner-memory" / "admin.sock"
+        return self.socket(OWNER_MEMORY)
 
     @property
     def gateway_socket(self) -> Path:
-        return self.run / "gateway" / "gateway.sock"
+        return self.socket(GATEWAY)
 
     @property
     def egress(self) -> Path:

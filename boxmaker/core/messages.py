@@ -6,29 +6,29 @@ fields and does not coerce types. `encode_envelope` writes compact JSON with
 fields in declaration order and absent optional fields left out;
 `decode_envelope` raises `ProtocolError(malformed)` for anything it refuses.
 
-    socket          accepts                                  answers
-    broker.sock     tool_request                             tool_response
-    admin.sock      approvals, approve, refuse, check_grants approval_list,
-                                                             approve_result, ok,
-                                                             grants_report
-                    checkpoint                               checkpoint_reply
-                    session_states                           session_state_list
-    loop.sock       turn, compact                            turn_event..., turn_done
-                    sessions                                 session_list
-                    session_show                             session_entries
-    memory.sock     memory_block, session_updated            memory_block_reply, ok
-    (loop-memory)
-    memory.sock     memory_call                              tool_response
-    (broker-memory)
-    admin.sock      reindex, memory_log                      reindexed, memory_log_reply
-    (owner-memory)
-    admin.sock,     status                                   status_report
-    loop.sock,
-    memoryd's three
-    gateway.sock    approval_request                         approval_posted, then
-                                                             approval_reply
-                    approval_outcome                         ok
-    any             -                                        error
+Each request kind and what it is answered (which socket accepts which kinds is
+the link table's, `boxmaker.core.links`):
+
+    request                                  answers
+    tool_request                             tool_response
+    approvals                                approval_list
+    approve                                  approve_result
+    refuse                                   ok
+    check_grants                             grants_report
+    checkpoint                               checkpoint_reply
+    session_states                           session_state_list
+    turn, compact                            turn_event..., turn_done
+    sessions                                 session_list
+    session_show                             session_entries
+    memory_block                             memory_block_reply
+    session_updated                          ok
+    memory_call                              tool_response
+    reindex                                  reindexed
+    memory_log                               memory_log_reply
+    status                                   status_report
+    approval_request                         approval_posted, then approval_reply
+    approval_outcome                         ok
+    any                                      error
 
 On gateway.sock (served by gatewayd, brokerd the client; docs/gatewayd.md, "The
 wire") a Mattermost id (`by`, `post`) is exactly 26 characters of [a-z0-9], and
@@ -52,6 +52,7 @@ from boxmaker.core.grants import GrantProblem
 from boxmaker.core.ids import CallId, Identifier, SessionId
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import Timestamp
+from boxmaker.core.tools import RunsIn, tool_name, tool_names
 
 ApprovalId = Annotated[int, Field(ge=0, le=2**64 - 1)]
 
@@ -396,16 +397,16 @@ class SessionUpdated(Strict):
 
 # --- memoryd: broker-memory/memory.sock -----------------------------------------------
 
-MemoryTool = Literal[
-    "memory_add", "memory_replace", "memory_consolidate", "memory_note", "memory_recall"
-]
-MEMORY_TOOLS: tuple[str, ...] = (
-    "memory_add",
-    "memory_replace",
-    "memory_consolidate",
-    "memory_note",
-    "memory_recall",
-)
+
+def check_memory_tool(text: str) -> str:
+    """`text` names a tool that runs in memoryd, by the tool table (`core.tools`)."""
+    tool = tool_name(text)
+    if tool is None or not tool.is_memory:
+        raise ValueError("tool must be one of " + ", ".join(tool_names(RunsIn.MEMORYD)))
+    return text
+
+
+MemoryTool = Annotated[str, AfterValidator(check_memory_tool)]
 
 
 class MemoryCall(Strict):

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from boxmaker.core.errors import ConfigError
 from boxmaker.core.runbook import Runbook
 
 GPU_SETTINGS_POINTER = Runbook.LOOPD_GPU_SETTINGS.pointer
@@ -54,7 +55,7 @@ _NO_MEMORY = re.compile(
 )
 
 
-class OffloadError(ValueError):
+class OffloadError(ConfigError):
     """The GPU keys ask for what this build or machine cannot do (one line, with pointer)."""
 
 

@@ -32,7 +32,7 @@ Matching, for a call to tool T at session taint S:
        else taint_too_high if one dropped out by taint alone, else no_grant.
 
 Before matching: a grant set with problems denies (grants_invalid), a tool that
-is not one of the nine (`core.args.ToolName`) denies (no_grant), and arguments
+is not a row of the tool table (`core.tools`) denies (no_grant), and arguments
 that do not parse deny (invalid_arguments, with the parser's explanation as the
 detail).
 
@@ -60,17 +60,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from boxmaker.core.args import (
-    HttpFetchArgs,
-    ReadFileArgs,
-    ShellArgs,
-    ToolArgs,
-    ToolName,
-    WriteFileArgs,
-    canonical_arguments,
-    parse_arguments,
-    tool_name,
-)
+from boxmaker.core.args import canonical_arguments, parse_arguments
 from boxmaker.core.decisions import (
     AllowedRecord,
     AskRecord,
@@ -85,6 +75,15 @@ from boxmaker.core.hosts import host_matches
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.messages import ToolRequest, UntrustedBy
 from boxmaker.core.paths import is_inside
+from boxmaker.core.tools import (
+    HttpFetchArgs,
+    ReadFileArgs,
+    ShellArgs,
+    ToolArgs,
+    ToolName,
+    WriteFileArgs,
+    tool_name,
+)
 from boxmaker.core.views import deny_candidates, shell_view
 
 MAX_DETAIL = 300
@@ -419,7 +418,8 @@ def _covers(grant: Grant, args: ToolArgs) -> _Covered | None:
         case HttpFetchArgs(url=url):
             hosts = [h for h in grant.hosts if host_matches(h, url.host)]
             return _Covered(grant, host=hosts[0]) if hosts else None
-    # a memory tool's grant has no constraints (grant rule 6): it covers every call
+    # any other tool's grant (every memory tool's) takes no constraints (grant rule 6):
+    # it covers every call
     return _Covered(grant) if not grant.paths and not grant.hosts else None
 
 

@@ -96,12 +96,6 @@ class TemplateFacts:
     call_arguments_as_text: bool  # the template wants a call's arguments as JSON text
 
 
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    number: int
-    text: str
-
-
 @dataclass
 class Stretches:
     """A session's stretches rendered so far (rule 4): reused while the log only grows."""

@@ -37,11 +37,13 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from boxmaker.core.errors import BoxmakerError
+
 MAX_RANGE = 10_000
 CLOCK_EVERY = 256
 
 
-class TemplateError(ValueError):
+class TemplateError(BoxmakerError, ValueError):
     """The template cannot be rendered; the text says why in one line."""
 
 

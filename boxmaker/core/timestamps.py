@@ -71,9 +71,4 @@ def add_ms(text: str, ms: int) -> str:
     return format_timestamp(parse_timestamp(text) + timedelta(milliseconds=ms))
 
 
-def date_of(text: str) -> str:
-    """The UTC date part, `YYYY-MM-DD`."""
-    return text[:10]
-
-
 Timestamp = Annotated[str, AfterValidator(check_timestamp)]

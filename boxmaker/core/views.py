@@ -4,7 +4,7 @@ A shell call mounts every path of its grant, writable. Other grants may speak
 about paths inside those mounts, and a shell is not bound by the tool they
 name: with `notes-read` on /s and `keys-deny` (read_file) on /s/keys, a shell
 on /s could simply `cat /s/keys/id`. So, over every grant of every file tool
-(read_file, write_file, shell):
+(a tool whose grants take paths, by the tool table: read_file, write_file, shell):
 
     1. A shell call whose cwd lies inside a deny grant's path (not expired) is
        denied by that grant, whatever tool it names: policy counts such grants
@@ -31,12 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from boxmaker.core.args import ToolName
 from boxmaker.core.grants import Grant, GrantSet, Mode
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.paths import is_inside
+from boxmaker.core.tools import Constraint, ToolName
 
-FILE_TOOLS = (ToolName.READ_FILE, ToolName.WRITE_FILE, ToolName.SHELL)
+
+def is_file_tool(tool: ToolName) -> bool:
+    """A tool whose grants take paths (its row's `paths`): the rules above read them."""
+    return tool.row.paths is not Constraint.EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,7 @@ def deny_candidates(grants: GrantSet) -> tuple[Grant, ...]:
     return tuple(
         g
         for g in grants.grants
-        if g.mode is Mode.DENY and g.tool in (ToolName.READ_FILE, ToolName.WRITE_FILE)
+        if g.mode is Mode.DENY and g.tool is not ToolName.SHELL and is_file_tool(g.tool)
     )
 
 
@@ -68,7 +71,7 @@ def shell_view(
     denied = [
         path
         for grant in grants.grants
-        if grant.tool in FILE_TOOLS
+        if is_file_tool(grant.tool)
         and grant.mode is Mode.DENY
         and (grant.expires is None or now < grant.expires)
         for path in grant.paths
@@ -78,7 +81,7 @@ def shell_view(
     masks = [d for d in denied for m in kept if d != m and is_inside(m, d)]
     classes = [result_class]
     for grant in grants.grants:
-        if grant.tool not in FILE_TOOLS or grant.mode is Mode.DENY:
+        if not is_file_tool(grant.tool) or grant.mode is Mode.DENY:
             continue
         if any(_overlap(path, mount) for path in grant.paths for mount in kept):
             classes.append(grant.result_class)

@@ -53,7 +53,7 @@ from boxmaker.core.timestamps import format_timestamp
 from boxmaker.gatewayd import approval_rules as rules
 from boxmaker.gatewayd.mm_model import MattermostError, Posted, PostEdited, ReactionAdded
 from boxmaker.gatewayd.turns import Chat, Owner
-from boxmaker.ipc.server import Connection
+from boxmaker.ipc.server import Connection, Handlers
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +104,13 @@ class ApprovalDesk:
 
     # --- gateway.sock (threads) ---------------------------------------------------------
 
-    def __call__(self, conn: Connection) -> None:
-        message = conn.read_request().message
-        if isinstance(message, ApprovalRequest):
-            self._request(conn, message)
-        elif isinstance(message, ApprovalOutcome):
-            self._outcome(message)
-            conn.send(Ok(), final=True)
-        else:  # gateway.sock's rules let nothing else through
-            raise AssertionError(f"{message.kind} reached gateway.sock's handler")
+    def handlers(self) -> Handlers:
+        """gateway.sock's handler of each kind it accepts (`core.links.GATEWAY`)."""
+        return {ApprovalRequest: self._request, ApprovalOutcome: self._answer_outcome}
+
+    def _answer_outcome(self, conn: Connection, outcome: ApprovalOutcome) -> None:
+        self._outcome(outcome)
+        conn.send(Ok(), final=True)
 
     def _request(self, conn: Connection, request: ApprovalRequest) -> None:
         item = request.item()

@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, Home, socket_path
+from boxmaker.core.links import GATEWAY, LOOP
 from boxmaker.core.secrets import SecretsTable
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
@@ -79,7 +80,7 @@ class LoopSection(Section):
 
 class SocketsSection(Section):
     gateway: str = ""
-    # true in a root install: directory 2750 and socket 0660 for brokerd's group
+    # true in a root install, false in dev mode: each link's modes (`core.links`)
     group_access: bool = False
 
 
@@ -105,11 +106,11 @@ class GatewaydConfig(RoleSettingsBase):
 
     @property
     def gateway_socket(self) -> Path:
-        return Path(self.sockets.gateway or Home(self.home).gateway_socket)
+        return socket_path(self.home, GATEWAY, self.sockets.gateway)
 
     @property
     def loop_socket(self) -> Path:
-        return Path(self.loop.socket or Home(self.home).loop_socket)
+        return socket_path(self.home, LOOP, self.loop.socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> GatewaydConfig:

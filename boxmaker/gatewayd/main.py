@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.config import TOKEN, GatewaydConfig, load_config
-from boxmaker.ipc.role import run_role
+from boxmaker.ipc.role import CommandLine
 
 log = logging.getLogger("gatewayd")
 
@@ -55,17 +53,19 @@ def live_check(config: GatewaydConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gatewayd", description="boxmaker's Mattermost bot")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = commands.add_parser("serve", help="follow the owner's Mattermost in the foreground")
-    run.add_argument("--config", type=Path, help="gatewayd.toml (default: every default)")
-    probe = commands.add_parser(
-        "check", help="post one escaped message to the owner and read what the server fetched"
+    line = CommandLine("gatewayd", "boxmaker's Mattermost bot")
+    line.command("serve", "follow the owner's Mattermost in the foreground")
+    line.command(
+        "check",
+        "post one escaped message to the owner and read what the server fetched",
+        config_required=True,
     )
-    probe.add_argument("--config", type=Path, required=True, help="gatewayd.toml")
-    args = parser.parse_args(argv)
-    body = live_check if args.command == "check" else serve
-    return run_role("gatewayd", lambda: load_config(args.config, os.environ), body)
+    return line.run(argv, load_config, run_command)
+
+
+def run_command(args: argparse.Namespace, config: GatewaydConfig) -> int:
+    """The command `args` names, with `config`."""
+    return live_check(config) if args.command == "check" else serve(config)
 
 
 if __name__ == "__main__":

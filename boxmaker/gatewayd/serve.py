@@ -4,7 +4,8 @@ I/O: everything gatewayd touches, wired together here. In order:
 
     1. the bot token (`[secrets.mattermost_token]`), read before anything else:
        one that cannot be read stops gatewayd (exit 1, one line naming it);
-    2. the event loop, in its own thread: the watermark (`<home>/gateway/`,
+    2. the stop signals blocked (`boxmaker.ipc.shell`), then the event loop, in
+       its own thread: the watermark (`<home>/gateway/`,
        `gatewayd.watermark`: one that cannot be read or written stops gatewayd,
        exit 1), the Mattermost client, the bot's own user (`users/me`: a refused
        token stops gatewayd, exit 1), the owner's direct channel, a line in the
@@ -19,11 +20,11 @@ I/O: everything gatewayd touches, wired together here. In order:
        watermark on disk holds its post (a post it cannot record is refused in
        one line, never run).
 
-SIGTERM or SIGINT stops it: gateway.sock closes and is removed, turns in
-flight are cancelled (their posts keep what was streamed), the client closes,
-the token is wiped; exit 0. If the event stream ends on its own (the token was
-refused, or gatewayd cannot start), the main thread is woken and gatewayd
-exits 1 with that line.
+SIGTERM or SIGINT stops it: gateway.sock closes, turns in flight are cancelled
+(their posts keep what was streamed), the client closes, gateway.sock is
+removed, the token is wiped; exit 0. If the event stream ends on its own (the
+token was refused, or gatewayd cannot start), the main thread is woken and
+gatewayd exits 1 with that line.
 """
 
 from __future__ import annotations
@@ -32,14 +33,13 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.layout import link_modes
+from boxmaker.core.links import GATEWAY, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.config import TOKEN, GatewaydConfig
@@ -50,13 +50,12 @@ from boxmaker.gatewayd.turns import Chat as TurnChat
 from boxmaker.gatewayd.turns import Owner, TurnRelay, is_turn
 from boxmaker.gatewayd.watermark import Resume, Watermark
 from boxmaker.gatewayd.watermark_file import Progress, WatermarkFile
-from boxmaker.ipc.role import block_stop_signals, wait_for_stop
+from boxmaker.ipc.role import EXIT_CANNOT_START, EXIT_OK
 from boxmaker.ipc.secrets import load_secrets
-from boxmaker.ipc.server import SocketRules, bind_socket, serve_forever
+from boxmaker.ipc.shell import Endpoint, RoleSockets, serve_daemon
 
 log = logging.getLogger(__name__)
 
-GATEWAY_ACCEPTS = ("approval_request", "approval_outcome")
 GATEWAY_CAP = 64  # approvals held at once
 READY_TIMEOUT_S = 60.0
 CUT_OFF_BY_RESTART = (
@@ -220,58 +219,47 @@ def _drain(loop: asyncio.AbstractEventLoop) -> None:
 
 
 class Gatewayd:
-    """gatewayd's two halves; `serve` drives it, tests build one directly."""
+    """gatewayd's two halves: what `serve` runs (`ipc.shell.serve_daemon`), and what
+    tests start in their own process."""
 
     def __init__(
         self, config: GatewaydConfig, token: str, on_failure: Callable[[], None] = lambda: None
     ) -> None:
         self.config = config
         self.chat = Chat(config, token, on_failure=on_failure)
-        self.stopping = threading.Event()
-        self._listening: socket.socket | None = None
+        endpoint = Endpoint(GATEWAY, config.gateway_socket, GATEWAY_CAP)
+        self.sockets = RoleSockets(Role.GATEWAYD, (endpoint,), config.sockets.group_access)
+        self.stopping = self.sockets.stopping
 
     def start(self) -> None:
+        """The chat first (step 2), then gateway.sock (step 3); StartupError, with the
+        chat stopped, if either cannot start."""
         self.chat.start()
         assert self.chat.desk is not None
-        modes = link_modes(self.config.sockets.group_access)
-        self._listening = bind_socket(self.config.gateway_socket, modes)
-        rules = SocketRules(
-            "gateway.sock",
-            "gatewayd",
-            GATEWAY_ACCEPTS,
-            GATEWAY_CAP,
-            Runbook.GATEWAY_UNREACHABLE.pointer,
-        )
-        serve_forever(self._listening, rules, self.chat.desk, self.stopping)
+        try:
+            self.sockets.start({GATEWAY: self.chat.desk.handlers()})
+        except StartupError:
+            self.chat.stop()
+            raise
 
-    def stop(self) -> None:
-        self.stopping.set()
-        if self._listening is not None:
-            self._listening.close()
-            self.config.gateway_socket.unlink(missing_ok=True)
-        self.chat.stop()
+    def stop(self) -> int:
+        """Close gateway.sock, stop the chat, remove the socket; 1 if the chat had failed."""
+        self.sockets.stop(self.chat.stop)
+        failure = self.chat.failure
+        if failure is None:
+            return EXIT_OK
+        if isinstance(failure, MattermostError):
+            log.error("%s; %s", failure, Runbook.GATEWAY_NOT_CONFIGURED.pointer)
+        return EXIT_CANNOT_START
 
 
 def serve(config: GatewaydConfig) -> int:
     """Run gatewayd until SIGTERM; the exit status."""
     secrets = load_secrets({TOKEN: config.secrets[TOKEN]})
-    block_stop_signals()  # before any thread starts: see boxmaker.ipc.role
-    # aiohttp takes the header as a str: a copy that cannot be wiped (core.secrets)
-    token = secrets[TOKEN].reveal().decode("utf-8", "strict")
-    daemon = Gatewayd(config, token, lambda: os.kill(os.getpid(), signal.SIGTERM))
     try:
-        daemon.start()
-    except StartupError:
+        # aiohttp takes the header as a str: a copy that cannot be wiped (core.secrets)
+        token = secrets[TOKEN].reveal().decode("utf-8", "strict")
+        daemon = Gatewayd(config, token, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        return serve_daemon(daemon, f"gateway={config.gateway_socket} loop={config.loop_socket}")
+    finally:
         secrets.wipe()
-        raise
-    log.info("event=serving gateway=%s loop=%s", config.gateway_socket, config.loop_socket)
-    log.info("event=signal %s", wait_for_stop())
-    daemon.stop()
-    secrets.wipe()
-    failure = daemon.chat.failure
-    if failure is not None:
-        if isinstance(failure, MattermostError):
-            log.error("%s; %s", failure, Runbook.GATEWAY_NOT_CONFIGURED.pointer)
-        return 1
-    log.info("event=stopped")
-    return 0

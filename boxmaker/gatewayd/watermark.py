@@ -38,7 +38,7 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import DamagedError
 
 MAX_RECENT = 1000
 MAX_BYTES = 256 * 1024
@@ -48,7 +48,7 @@ _Id = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]{26}$")]
 _Ms = Annotated[int, Field(ge=0)]
 
 
-class WatermarkError(BoxmakerError, ValueError):
+class WatermarkError(DamagedError, ValueError):
     """A watermark file that cannot be read as one (rule 6)."""
 
 

@@ -3,9 +3,10 @@
 Shared like `boxmaker.sandbox`, never a role: it imports only `boxmaker.core`.
 
     server   bind a link's socket, accept with a cap and back-off, read a request
-             by its deadline, answer (`serve_forever`, `Connection`)
+             by its deadline, hand it to the handler of its kind, answer
+             (`serve_forever`, `Connection`)
     client   one request and its answers by a deadline (`Request`)
     role     a role's logging, configuration, stop signals and exit status
-    files    atomic, durable file replacement
+    files    atomic, durable file replacement, and durable appends
     secrets  a role's secrets read at start (never loopd's: it holds none)
 """

@@ -31,7 +31,7 @@ from pathlib import Path
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import (
     BrokenError,
-    ErrorCode,
+    FrameTooLargeError,
     NotAllowedError,
     ProtocolError,
     RequestTooLargeError,
@@ -65,10 +65,8 @@ class Request:
         self._conn = ClientConnection(request_id)
         try:
             self._payload = self._conn.request(message)
-        except ProtocolError as exc:
-            if exc.code is ErrorCode.TOO_LARGE:
-                raise RequestTooLargeError(exc.message) from exc
-            raise
+        except FrameTooLargeError as exc:
+            raise RequestTooLargeError(str(exc)) from exc
         self._monotonic = monotonic
         self.deadline: float | None = None
         self.wait(timeout_s)

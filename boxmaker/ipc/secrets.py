@@ -34,7 +34,7 @@ import os
 import stat
 from collections.abc import Mapping, MutableMapping
 
-from boxmaker.core.errors import StartupError
+from boxmaker.core.errors import BoxmakerError, StartupError
 from boxmaker.core.secrets import (
     Secret,
     SecretPlace,
@@ -155,7 +155,7 @@ def _read_file(place: SecretPlace, environ: Mapping[str, str], uid: int, view: m
         os.close(fd)
 
 
-class _LinkOnPathError(OSError):
+class _LinkOnPathError(BoxmakerError, OSError):
     """A directory on the path is a symbolic link."""
 
 

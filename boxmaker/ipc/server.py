@@ -28,9 +28,11 @@ this module moves bytes and keeps time. The rules, per listening socket:
        the next success. Such failures and refusals are one warning line (no
        traceback) at most every LOG_EVERY_S seconds, with how many there were.
     4. The request must be complete within the request deadline (`timeout_s` from
-       accepting), however its bytes trickle in. Its kind must be one the socket
-       accepts (`accepts`), else it is answered `forbidden` and logged with the
-       socket-forbidden pointer.
+       accepting), however its bytes trickle in. Its kind must be one the socket's
+       link accepts (`core.links`), else it is answered `forbidden` and logged with
+       the socket-forbidden pointer; else it goes to the handler of its kind. A
+       socket is served only with a handler for each kind its link accepts and for
+       no other kind (`check_handlers`: else StartupError, before any thread starts).
     5. A client that sends nothing in time, or closes or resets its connection
        early, is one `info` line (`event=idle_timeout`, `event=peer_closed`) and a
        closed connection; the peer's protocol errors are answered with their code;
@@ -56,15 +58,15 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.connection import ServerConnection
-from boxmaker.core.errors import ErrorCode, ProtocolError, StartupError
+from boxmaker.core.errors import BoxmakerError, ErrorCode, MisuseError, ProtocolError, StartupError
 from boxmaker.core.frames import MAX_FRAME, PREFIX
-from boxmaker.core.layout import PRIVATE, LinkModes
+from boxmaker.core.links import DEV, Link, LinkModes, kind_of
 from boxmaker.core.messages import Envelope, Error, Message
 from boxmaker.core.runbook import Runbook
 
@@ -80,9 +82,10 @@ ACCEPT_POLL_S = 0.2  # how soon the leader sees a stop
 FORBIDDEN_POINTER = Runbook.SOCKET_FORBIDDEN.pointer
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
-def bind_socket(path: Path, modes: LinkModes = PRIVATE, backlog: int = 64) -> socket.socket:
+def bind_socket(path: Path, modes: LinkModes = DEV, backlog: int = 64) -> socket.socket:
     """A listening socket at `path`, its directory and itself at `modes`; StartupError if not.
 
     The directory is made if missing and its mode set whether made or found. A
@@ -119,18 +122,33 @@ def bind_socket(path: Path, modes: LinkModes = PRIVATE, backlog: int = 64) -> so
 
 @dataclass(frozen=True, slots=True)
 class SocketRules:
-    """What one listening socket serves, and how."""
+    """What one listening socket serves (its link's row), and how."""
 
-    name: str  # "broker.sock": in log lines and answers
-    role: str  # "brokerd": who failed, in an `internal` answer
-    accepts: Collection[str]  # the message kinds a request may have
+    link: Link
     cap: int  # connections served at once
-    busy_pointer: str  # the runbook pointer of a refusal over the cap
     timeout_s: float = REQUEST_TIMEOUT_S
-    unknown_id: str = "unknown"  # the id of an error answered before a request was read
+
+    @property
+    def name(self) -> str:
+        """The socket's file name ("broker.sock"), in log lines and answers."""
+        return self.link.socket
+
+    @property
+    def role(self) -> str:
+        """The serving role ("brokerd"): who failed, in an `internal` answer; who is busy,
+        in a refusal."""
+        return str(self.link.server)
+
+    @property
+    def busy_pointer(self) -> str:
+        return self.link.busy.pointer
+
+    @property
+    def unknown_id(self) -> str:
+        return self.link.unknown_id
 
 
-class PeerClosedError(ConnectionError):
+class PeerClosedError(BoxmakerError, ConnectionError):
     """The client closed its side before its request was complete."""
 
 
@@ -172,13 +190,21 @@ class Connection:
             data = None
             if envelope is None:
                 continue
-            kind = envelope.message.kind
-            if kind not in self.rules.accepts:
+            if kind_of(type(envelope.message)) not in self.rules.link.accepts:
+                kind = envelope.message.kind
                 log.error(
                     "event=forbidden kind=%s socket=%s %s", kind, self.name, FORBIDDEN_POINTER
                 )
                 raise ProtocolError(ErrorCode.FORBIDDEN, f"{kind} is not accepted on {self.name}")
             return envelope
+
+    @property
+    def request_id(self) -> str:
+        """The id of the request read (what its answers carry); RuntimeError before one."""
+        request = self.protocol.request
+        if request is None:
+            raise RuntimeError(f"no request has been read on {self.name}")
+        return request.id
 
     def send(self, message: Message, *, final: bool) -> None:
         """Send one answer, waiting at most the socket's timeout for the client to take it."""
@@ -259,7 +285,7 @@ class Connection:
                 return
             self.sock.settimeout(self.rules.timeout_s)
             self.sock.sendall(data)
-        except (OSError, ProtocolError):
+        except (OSError, MisuseError):  # gone, or the final answer was sent already
             log.debug("could not send error %s on %s", error.code, self.name)
 
     def peer_gone(self) -> bool:
@@ -282,6 +308,35 @@ class Connection:
             self.sock.close()
         except OSError:
             log.debug("closing %s failed", self.name)
+
+
+# One handler per accepted kind: called with the connection and the request's message
+# (an instance of its key), after the request was read; it sends the answers.
+Handler = Callable[[Connection, Any], None]
+Handlers = Mapping[type[Any], Handler]
+
+
+def answering(answer: Callable[[M], Message]) -> Callable[[Connection, M], None]:
+    """The handler of a kind answered once: `answer(message)`, sent as the final answer."""
+
+    def handle(conn: Connection, message: M) -> None:
+        conn.send(answer(message), final=True)
+
+    return handle
+
+
+def check_handlers(link: Link, handlers: Handlers) -> None:
+    """StartupError unless `handlers` has a handler for each kind `link` accepts and
+    for no other kind (rule 4)."""
+    accepted, handled = set(link.accepts), set(map(kind_of, handlers))
+    if accepted == handled:
+        return
+    problems = []
+    if unhandled := accepted - handled:
+        problems.append("no handler for " + ", ".join(sorted(unhandled)))
+    if unaccepted := handled - accepted:
+        problems.append("handlers for kinds it does not accept: " + ", ".join(sorted(unaccepted)))
+    raise StartupError(f"cannot serve {link.directory}/{link.socket}: {'; '.join(problems)}")
 
 
 class Listening(Protocol):
@@ -312,14 +367,17 @@ class Throttled:
 def serve_forever(
     listening: Listening,
     rules: SocketRules,
-    handle: Callable[[Connection], None],
+    handlers: Handlers,
     stopping: threading.Event,
 ) -> Serving:
-    """Serve connections on `listening` by the rules above, until `stopping` is set."""
+    """Serve connections on `listening` by the rules above, each request by the handler
+    of its kind, until `stopping` is set; StartupError if `handlers` are not exactly
+    the link's kinds (rule 4)."""
+    check_handlers(rules.link, handlers)
     # before the first thread starts: a stop that closes the socket while a thread
     # set its timeout would make that call fail in the thread (EBADF)
     listening.settimeout(ACCEPT_POLL_S)
-    serving = Serving(listening, rules, handle, stopping)
+    serving = Serving(listening, rules, dict(handlers), stopping)
     serving.start()
     return serving
 
@@ -346,12 +404,12 @@ class Serving:
         self,
         listening: Listening,
         rules: SocketRules,
-        handle: Callable[[Connection], None],
+        handlers: Handlers,
         stopping: threading.Event,
     ) -> None:
         self._listening = listening
         self._rules = rules
-        self._handle = handle
+        self._handlers = handlers
         self._stopping = stopping
         self._slots = threading.BoundedSemaphore(rules.cap)
         self._turn = threading.Condition()
@@ -390,7 +448,7 @@ class Serving:
                 refuse(sock, self._rules)
                 continue
             conn = Connection(sock, self._rules, self._finish_begun)
-            _run(self._handle, conn, self._slots)
+            _run(self._handlers, conn, self._slots)
             if conn.finishing:
                 self._count_finishing(-1)  # after its slot was given back
             if not self._follow():
@@ -501,11 +559,15 @@ def refuse(sock: socket.socket, rules: SocketRules) -> None:
         sock.close()
 
 
-def _run(
-    handle: Callable[[Connection], None], conn: Connection, slots: threading.BoundedSemaphore
-) -> None:
+def dispatch(conn: Connection, handlers: Handlers) -> None:
+    """Read the request (rule 4) and hand its message to the handler of its kind."""
+    message = conn.read_request().message
+    handlers[type(message)](conn, message)
+
+
+def _run(handlers: Handlers, conn: Connection, slots: threading.BoundedSemaphore) -> None:
     try:
-        handle(conn)
+        dispatch(conn, handlers)
     except ProtocolError as exc:
         conn.send_error(exc)
     except TimeoutError as exc:

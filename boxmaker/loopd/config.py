@@ -49,14 +49,13 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from boxmaker.core.context_fit import CONTEXT_STEP
-from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, client_socket, socket_path
+from boxmaker.core.links import LOOP, LOOP_BROKER, LOOP_MEMORY
 from boxmaker.core.offload import GpuLayers, KvType, Switch
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
-NO_BROKER = "none"
-NO_MEMORY = "none"
 
 
 class PathsSection(Section):
@@ -121,8 +120,7 @@ class MemorySection(Section):
 
 class SocketsSection(Section):
     loop: str = ""
-    # true in a root install: directories 2750 and sockets 0660, shared with the
-    # client role's group; false (dev mode): 0700 and 0600, this user only
+    # true in a root install, false in dev mode: each link's modes (`core.links`)
     group_access: bool = False
 
 
@@ -154,21 +152,17 @@ class LoopdConfig(RoleSettingsBase):
 
     @property
     def loop_socket(self) -> Path:
-        return Path(self.sockets.loop or Home(self.home).loop_socket)
+        return socket_path(self.home, LOOP, self.sockets.loop)
 
     @property
     def broker_socket(self) -> Path | None:
         """broker.sock, or None when `[broker] socket = "none"`."""
-        if self.broker.socket == NO_BROKER:
-            return None
-        return Path(self.broker.socket or Home(self.home).broker_socket)
+        return client_socket(self.home, LOOP_BROKER, self.broker.socket)
 
     @property
     def memory_socket(self) -> Path | None:
         """memoryd's loop-memory socket, or None when `[memory] socket = "none"`."""
-        if self.memory.socket == NO_MEMORY:
-            return None
-        return Path(self.memory.socket or Home(self.home).loop_memory_socket)
+        return client_socket(self.home, LOOP_MEMORY, self.memory.socket)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> LoopdConfig:

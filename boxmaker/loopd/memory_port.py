@@ -28,7 +28,13 @@ import logging
 import uuid
 from pathlib import Path
 
-from boxmaker.core.errors import NotAllowedError, RequestError, TimedOutError, UnreachableError
+from boxmaker.core.errors import (
+    NotAllowedError,
+    RequestError,
+    TimedOutError,
+    UnavailableError,
+    UnreachableError,
+)
 from boxmaker.core.memory_block import BlockEntry, Span, render_block, split_block
 from boxmaker.core.messages import (
     Error,
@@ -47,7 +53,7 @@ POINTER = Runbook.MEMORY_UNAVAILABLE.pointer
 MAX_WHY = 300  # characters of memoryd's own error message kept in the line
 
 
-class MemoryUnavailableError(Exception):
+class MemoryUnavailableError(UnavailableError):
     """memoryd gave no memory block; the text says why in one line, with the pointer."""
 
 

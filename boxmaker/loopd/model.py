@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from boxmaker.core.errors import BoxmakerError
 from boxmaker.core.layout import Home
 from boxmaker.core.offload import Offload, offloaded_layers
 from boxmaker.core.sampling import Sampling
@@ -384,7 +385,7 @@ class SavedState:
         return True
 
 
-class ContextFullError(Exception):
+class ContextFullError(BoxmakerError):
     """The conversation no longer fits the model's context."""
 
 

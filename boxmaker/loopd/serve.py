@@ -1,9 +1,16 @@
 """loop.sock: one turn per connection, its events streamed as they happen; and the
 owner's view of the sessions.
 
-I/O: the listening socket, served by `boxmaker.ipc.server` (its directory 0700,
-itself 0600 in dev mode; at most CAP connections at once; the request by its
-deadline; only ACCEPTS accepted). The requests and their answers:
+I/O: the listening socket, bound and served by `boxmaker.ipc.shell` (its link's
+modes; at most CAP connections at once; the request by its deadline; only the
+kinds of `core.links.LOOP`, each by its handler), the session logs, and the
+ports to brokerd and memoryd. `Loopd` is what `loopd serve` and `loopd demo` run
+and what tests start in their own process (`boxmaker.testing.daemons`): from
+`loopd.toml`, the tool port to brokerd (`[broker] socket`; "none": every broker
+tool fails, logged at start), the memory port to memoryd (`[memory] socket`;
+"none": no memory block, logged at start; the demo has none), the session logs
+under `[paths] home`, and the turn loop over the model, neutralising what
+`markers_of` lists. The requests and their answers:
 
     turn {session, text, resume}   turn_event frames (not final), then turn_done;
     compact {session}              or one `error` (a turn refused: `malformed`, or
@@ -27,13 +34,14 @@ while the model writes never waits on the socket with the model held.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
-from boxmaker import __version__
+from boxmaker.core.chat_format import ChatFormat
+from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.links import LOOP, Link, Role
 from boxmaker.core.messages import (
     Compact,
     Event,
@@ -42,67 +50,132 @@ from boxmaker.core.messages import (
     Sessions,
     SessionShow,
     Status,
-    StatusReport,
     Turn,
     TurnDone,
     TurnEvent,
 )
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.timestamps import format_timestamp
-from boxmaker.ipc.server import Connection, SocketRules, serve_forever
+from boxmaker.ipc.role import EXIT_OK
+from boxmaker.ipc.server import Connection, Handler, Handlers
+from boxmaker.ipc.shell import Endpoint, RoleSockets
+from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.config import LoopdConfig
+from boxmaker.loopd.memory_port import MemoryPort
+from boxmaker.loopd.model import LlamaModel, Model
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.session_view import NoSuchSessionError, SessionView, page_summaries
-from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
 
 log = logging.getLogger(__name__)
 
 CAP = 64  # turns share one model: more at once would only wait
-BUSY_POINTER = Runbook.LOOPD_BUSY.pointer
-ACCEPTS = ("turn", "compact", "sessions", "session_show", "status")
-RULES = SocketRules("loop.sock", "loopd", ACCEPTS, CAP, BUSY_POINTER, unknown_id="turn")
+BACKLOG = 16
+
+
+def markers_of(model: Model, chat_format: ChatFormat | Dialect) -> tuple[str, ...]:
+    """What the turn loop neutralises besides the dialect's own tags: the loaded model's
+    marker list (`loopd.markers`), or the chat format's markers for a model that has
+    no list (the demo's, a test's scripted one), so that neutralising is never off."""
+    if isinstance(model, LlamaModel):
+        return tuple(marker.text for marker in model.markers)
+    return tuple(chat_format.markers)
+
+
+class Loopd:
+    """loop.sock over a turn loop (the module docstring): `start` serves it, `stop` ends it."""
+
+    def __init__(
+        self,
+        config: LoopdConfig,
+        model: Model,
+        chat_format: ChatFormat | Dialect,
+        limits: TurnLimits,
+        detail: str,
+        *,
+        socket_path: Path | None = None,
+        memory: bool = True,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """`detail` is what `status` says of the model; `socket_path` (None: `[sockets]
+        loop`) where it serves; `memory` false: no memory port, whatever `[memory]`
+        says (the demo); `clock` the turn loop's."""
+        self.chat_format = chat_format
+        self.port = _broker_port(config)
+        self.memory = _memory_port(config) if memory else None
+        self.turns = TurnLoop(
+            model,
+            chat_format,
+            SessionLogs(config.home),
+            self.port,
+            limits,
+            clock,
+            markers=markers_of(model, chat_format),
+            memory=self.memory,
+        )
+        self.path = config.loop_socket if socket_path is None else socket_path
+        endpoint = Endpoint(LOOP, self.path, CAP, BACKLOG)
+        self.sockets = RoleSockets(Role.LOOPD, (endpoint,), config.sockets.group_access)
+        self.server = LoopServer(self.turns, self.sockets.status_handler(lambda: detail))
+
+    def serving(self) -> str:
+        """The fields of its `event=serving` line."""
+        port = None if self.port is None else self.port.path
+        memory = None if self.memory is None else self.memory.path
+        return f"loop={self.path} broker={port} memory={memory} format={self.chat_format.name}"
+
+    def start(self) -> None:
+        self.sockets.start(self.server.handlers())
+
+    def stop(self) -> int:
+        self.sockets.stop()
+        return EXIT_OK
+
+
+def _broker_port(config: LoopdConfig) -> BrokerPort | None:
+    path = config.broker_socket
+    if path is None:
+        log.warning("event=no_broker %s; %s", NOT_CONFIGURED, Runbook.BROKER_UNAVAILABLE.pointer)
+        return None
+    return BrokerPort(path, config.broker.timeout_ms)
+
+
+def _memory_port(config: LoopdConfig) -> MemoryPort | None:
+    path = config.memory_socket
+    if path is None:
+        log.warning('event=no_memory the memory block is off ([memory] socket = "none")')
+        return None
+    return MemoryPort(path, config.memory.timeout_ms)
 
 
 class LoopServer:
-    def __init__(
-        self,
-        turns: TurnLoop,
-        listening: socket.socket,
-        status: Callable[[], StatusReport] | None = None,
-        rules: SocketRules = RULES,
-        logs: SessionLogs | None = None,
-    ) -> None:
+    """loop.sock's handlers over `turns`, and the session view of its logs (or `logs`)."""
+
+    def __init__(self, turns: TurnLoop, status: Handler, logs: SessionLogs | None = None) -> None:
         self._turns = turns
         # the turn loop's own logs unless told otherwise: one home, read and written
         self._view = SessionView(logs if logs is not None else turns.logs)
-        self._listening = listening
-        self._rules = rules
-        started = format_timestamp(datetime.now(UTC))
-        self._status = status or (
-            lambda: StatusReport(
-                role="loopd", version=__version__, started=started, detail="serving"
-            )
-        )
-        self.stopping = threading.Event()
+        self._status = status
 
-    def serve(self) -> None:
-        """Accept until `stopping` is set; each connection in its own thread."""
-        serve_forever(self._listening, self._rules, self.handle, self.stopping).join()
+    def handlers(self) -> dict[Link, Handlers]:
+        """loop.sock's handler of each kind its link accepts."""
+        return {
+            LOOP: {
+                Turn: self._turn,
+                Compact: self._compact,
+                Sessions: self._sessions,
+                SessionShow: self._session_show,
+                Status: self._status,
+            }
+        }
 
-    def handle(self, conn: Connection) -> None:
-        envelope = conn.read_request()
-        message = envelope.message
-        if isinstance(message, Status):
-            conn.send_soon(self._status(), final=True)
-        elif isinstance(message, Sessions):
-            *pages, last = page_summaries(self._view.summaries(), envelope.id)
-            for items in pages:
-                conn.send_soon(SessionList(items=items), final=False)
-            conn.send_soon(SessionList(items=last), final=True)
-        elif isinstance(message, SessionShow):
-            conn.send_soon(self._show(message, envelope.id), final=True)
-        else:
-            assert isinstance(message, Turn | Compact)  # the rules accept nothing else
-            conn.send_soon(self._turn(conn, message), final=True)
+    def _sessions(self, conn: Connection, _: Sessions) -> None:
+        *pages, last = page_summaries(self._view.summaries(), conn.request_id)
+        for items in pages:
+            conn.send_soon(SessionList(items=items), final=False)
+        conn.send_soon(SessionList(items=last), final=True)
+
+    def _session_show(self, conn: Connection, message: SessionShow) -> None:
+        conn.send_soon(self._show(message, conn.request_id), final=True)
 
     def _show(self, message: SessionShow, request_id: str) -> SessionEntries:
         try:
@@ -113,18 +186,25 @@ class LoopServer:
             log.error("event=session_log_damaged %s", exc)
             raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc
 
-    def _turn(self, conn: Connection, message: Turn | Compact) -> TurnDone:
-        """Run the turn (or the compaction), its events streamed; its turn_done."""
+    def _turn(self, conn: Connection, message: Turn) -> None:
+        self._stream(
+            conn, lambda emit: self._turns.run(message.session, message.text, message.resume, emit)
+        )
+
+    def _compact(self, conn: Connection, message: Compact) -> None:
+        self._stream(conn, lambda emit: self._turns.compact(message.session, emit))
+
+    def _stream(self, conn: Connection, run: Callable[[Callable[[Event], None]], TurnDone]) -> None:
+        """Run the turn (or the compaction), its events streamed, then its turn_done."""
 
         def emit(event: Event) -> None:
             conn.send_soon(TurnEvent(event=event), final=False)
 
         try:
-            if isinstance(message, Compact):
-                return self._turns.compact(message.session, emit)
-            return self._turns.run(message.session, message.text, message.resume, emit)
+            done = run(emit)
         except TurnRefusedError as exc:
             raise ProtocolError(exc.code, str(exc)) from exc
         except SessionLogDamagedError as exc:
             log.error("event=session_log_damaged %s", exc)
             raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc
+        conn.send_soon(done, final=True)

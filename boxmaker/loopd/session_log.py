@@ -1,7 +1,7 @@
 """Session logs: everything said in a session, one JSON line per turn part, replayed on resume.
 
 I/O: `<home>/loop/sessions/<id>.jsonl`, appended with one write per line and
-fsynced, created 0600 in a 0700 directory. Entries:
+fsynced (`ipc.files.append_durable`), created 0600 in a 0700 directory. Entries:
 
     {"type": "memory", "text": ...}                  memoryd's memory block, neutralised,
                                                      first, when the session began with one
@@ -27,7 +27,6 @@ at runbook.md#session-log-damaged. Nothing is ever rewritten.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
@@ -38,10 +37,12 @@ from pydantic import Field, TypeAdapter, ValidationError
 from boxmaker.core.chat_format import Role, Turn
 from boxmaker.core.compaction_plan import covered
 from boxmaker.core.decisions import Strict
+from boxmaker.core.errors import DamagedError
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
 from boxmaker.core.runbook import Runbook
+from boxmaker.ipc.files import append_durable
 
 POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
 
@@ -122,7 +123,7 @@ def _turn(entry: AnyEntry) -> Turn:
     raise TypeError(f"a {entry.type} entry is not a turn")
 
 
-class SessionLogDamagedError(Exception):
+class SessionLogDamagedError(DamagedError):
     """The session's log does not read back whole; the text names the file and line."""
 
 
@@ -172,14 +173,7 @@ class SessionLog:
 
     def append(self, entry: AnyEntry) -> None:
         line = orjson.dumps(entry.model_dump(mode="json", by_alias=True)) + b"\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            written = os.write(fd, line)
-            if written != len(line):
-                raise OSError(f"short write to {self.path}")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_durable(self.path, line)
         self.entries.append(entry)
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from boxmaker.core.errors import BoxmakerError
 from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size, paged
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.messages import SessionEntries, SessionList, SessionSummary, ShownEntry
@@ -65,7 +66,7 @@ READ_TRIES = 3
 _ENTRY: TypeAdapter[AnyEntry] = TypeAdapter(Entry)
 
 
-class NoSuchSessionError(Exception):
+class NoSuchSessionError(BoxmakerError):
     """`session_show` of a session that has no log."""
 
 

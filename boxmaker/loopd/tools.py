@@ -1,21 +1,24 @@
 """The tools the model sees, and the texts loopd gives it for what brokerd decided.
 
 No I/O. The model is offered three core tools, always: `clock`, `find_tool` and
-`call_tool`. `find_tool` finds the tools brokerd decides on (the four sandbox
-tools and the five memory tools, which brokerd hands to memoryd), with their
-argument schemas; `call_tool` asks brokerd to run one. A denial comes back to the
-model as an ordinary tool result in plain words (class public, trusted), so the
-model can explain it and the turn goes on.
+`call_tool`. `find_tool` finds the tools brokerd decides on (the rows of the tool
+table, `core.tools`: the sandbox tools, and the memory tools brokerd hands to
+memoryd), with their argument schemas; `call_tool` asks brokerd to run one. A
+denial comes back to the model as an ordinary tool result in plain words (class
+public, trusted; the deny-reason table's `model_text`), so the model can explain
+it and the turn goes on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.tools import TOOLS
 
 CORE_TOOLS = ("clock", "find_tool", "call_tool")
 
@@ -89,91 +92,34 @@ EXAMPLES: dict[CallSyntax, str] = {
     + '"}}}]',
 }
 
-BROKER_TOOLS: dict[str, dict[str, Any]] = {
-    "read_file": {
-        "description": "Read a text file. The owner's grants decide which paths.",
-        "arguments": {"path": "absolute path of the file"},
-        "required": ["path"],
-    },
-    "write_file": {
-        "description": "Write a text file, replacing it. The owner's grants decide where.",
-        "arguments": {"path": "absolute path of the file", "content": "the text to write"},
-        "required": ["path", "content"],
-    },
-    "shell": {
-        "description": "Run a shell command in a sandbox with no network.",
-        "arguments": {"command": "the command", "cwd": "optional absolute working directory"},
-        "required": ["command"],
-    },
-    "http_fetch": {
-        "description": "Fetch an https:// URL from a host the owner allows.",
-        "arguments": {"url": "an https:// URL"},
-        "required": ["url"],
-    },
-    "memory_add": {
-        "description": "Remember a lasting fact: about your work (kind memory) or the owner"
-        " (kind user).",
-        "arguments": {"kind": "memory or user", "text": "the fact, one short paragraph"},
-        "required": ["kind", "text"],
-    },
-    "memory_replace": {
-        "description": "Replace one remembered entry, named by its id, with new text.",
-        "arguments": {"kind": "memory or user", "entry": "the entry's id", "text": "new text"},
-        "required": ["kind", "entry", "text"],
-    },
-    "memory_consolidate": {
-        "description": "Merge several remembered entries, named by their ids, into one.",
-        "arguments": {
-            "kind": "memory or user",
-            "entries": "the ids to merge, a list",
-            "text": "the merged text",
-        },
-        "required": ["kind", "entries", "text"],
-    },
-    "memory_note": {
-        "description": "Save a note for later; untrusted true when it comes from something"
-        " you read.",
-        "arguments": {"text": "the note", "untrusted": "optional, true or false"},
-        "required": ["text"],
-    },
-    "memory_recall": {
-        "description": "Search remembered entries and notes; the best matches come back.",
-        "arguments": {
-            "query": "words to search for",
-            "limit": "optional, 1 to 50 (5)",
-            "page": "optional: the page an answer too long for one asks for next (1)",
-        },
-        "required": ["query"],
-    },
-}
 
-DENIALS: dict[DenyReason, str] = {
-    DenyReason.NO_GRANT: "Denied: no grant allows this call.",
-    DenyReason.GRANT_EXPIRED: "Denied: the grant for this call has expired.",
-    DenyReason.TAINT_TOO_HIGH: "Denied: this session has seen data too sensitive for this call.",
-    DenyReason.DENIED_BY_GRANT: "Denied: a grant forbids this call.",
-    DenyReason.APPROVAL_REFUSED: "Denied: the owner refused this call.",
-    DenyReason.APPROVAL_EXPIRED: "Denied: the approval request expired without an answer.",
-    DenyReason.APPROVAL_STALE: (
-        "Denied: the grant or the session changed before the owner approved; ask again."
-    ),
-    DenyReason.UNTRUSTED_SESSION: (
-        "Denied: this session has read untrusted content, and the grant forbids this call now."
-    ),
-    DenyReason.INVALID_ARGUMENTS: "Denied: the arguments are not valid for this tool.",
-    DenyReason.GRANTS_INVALID: "Denied: the grant files have an error; the owner has been told.",
-    DenyReason.AUDIT_UNAVAILABLE: (
-        "Denied: the audit log cannot be written; the owner has been told."
-    ),
-    DenyReason.STATE_UNREADABLE: (
-        "Denied: this session's broker state is damaged; the owner has been told."
-    ),
-}
+class _BrokerTools(Mapping[str, dict[str, Any]]):
+    """The tools brokerd decides on, as `find_tool` shows them, read from the tool table
+    (`core.tools`) each time: a name's description, its arguments' descriptions, and
+    which of them are required."""
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        row = TOOLS[name]
+        return {
+            "description": row.description,
+            "arguments": {f.name: f.description for f in row.fields},
+            "required": [f.name for f in row.fields if f.required],
+        }
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(TOOLS)
+
+    def __len__(self) -> int:
+        return len(TOOLS)
+
+
+BROKER_TOOLS: Mapping[str, dict[str, Any]] = _BrokerTools()
 
 
 def denial_text(reason: DenyReason, detail: str | None) -> str:
-    """What the model reads for a denial; invalid_arguments carries the parser's detail."""
-    text = DENIALS[reason]
+    """What the model reads for a denial (the reason's `model_text`); invalid_arguments
+    carries the parser's detail."""
+    text = reason.model_text
     if reason is DenyReason.INVALID_ARGUMENTS and detail:
         return f"{text[:-1]}: {detail}"
     return text

@@ -82,7 +82,7 @@ from boxmaker.core import compaction_plan
 from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
 from boxmaker.core.compaction_plan import summary_block
 from boxmaker.core.dialect import Dialect, from_format
-from boxmaker.core.errors import ErrorCode
+from boxmaker.core.errors import BoxmakerError, ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
@@ -130,7 +130,7 @@ from boxmaker.loopd.tools import BROKER_TOOLS, SCHEMAS, denial_text, find_tools,
 log = logging.getLogger(__name__)
 
 
-class TurnRefusedError(Exception):
+class TurnRefusedError(BoxmakerError):
     """The turn cannot start; the text says why in one line, `code` is the wire's."""
 
     def __init__(self, message: str, code: ErrorCode = ErrorCode.MALFORMED) -> None:
@@ -162,7 +162,7 @@ MEMORY_CHANCE_MIN = 32  # a memory chance with less room than this is skipped
 MEMORY_TOOLS = frozenset(name for name in BROKER_TOOLS if name.startswith("memory_"))
 
 
-class _NoRoomError(Exception):
+class _NoRoomError(BoxmakerError):
     """The system turn and the owner's last turn alone pass the threshold: the turn ends."""
 
 

@@ -6,8 +6,8 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 (`boxmaker.core.layout.Home`).
 
     [paths]   home
-    [sockets] loop (loop-memory/memory.sock), broker (broker-memory/memory.sock),
-              owner (owner-memory/admin.sock), group_access
+    [sockets] loop (`core.links.LOOP_MEMORY`), broker (BROKER_MEMORY), owner
+              (OWNER_MEMORY), group_access
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.layout import HOME_VARIABLE, Home, socket_path
+from boxmaker.core.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY
 from boxmaker.core.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
@@ -30,8 +31,7 @@ class SocketsSection(Section):
     loop: str = ""
     broker: str = ""
     owner: str = ""
-    # true in a root install: directories 2750 and sockets 0660, shared with the
-    # client role's group; false (dev mode): 0700 and 0600, this user only
+    # true in a root install, false in dev mode: each link's modes (`core.links`)
     group_access: bool = False
 
 
@@ -49,15 +49,15 @@ class MemorydConfig(RoleSettingsBase):
 
     @property
     def loop_socket(self) -> Path:
-        return Path(self.sockets.loop or Home(self.home).loop_memory_socket)
+        return socket_path(self.home, LOOP_MEMORY, self.sockets.loop)
 
     @property
     def broker_socket(self) -> Path:
-        return Path(self.sockets.broker or Home(self.home).broker_memory_socket)
+        return socket_path(self.home, BROKER_MEMORY, self.sockets.broker)
 
     @property
     def owner_socket(self) -> Path:
-        return Path(self.sockets.owner or Home(self.home).owner_memory_socket)
+        return socket_path(self.home, OWNER_MEMORY, self.sockets.owner)
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> MemorydConfig:

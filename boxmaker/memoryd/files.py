@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import DamagedError
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.timestamps import check_timestamp
 
@@ -55,7 +55,7 @@ _HEADER = re.compile(r"<!-- entry (?P<id>\S+) (?P<time>\S+)(?P<untrusted> untrus
 _ESCAPED = re.compile(r"\\*<!-- entry")
 
 
-class MemoryFileDamagedError(BoxmakerError, ValueError):
+class MemoryFileDamagedError(DamagedError, ValueError):
     """A memory file does not parse; the text names the file and the line."""
 
     def __init__(self, path: Path, line: int, what: str) -> None:

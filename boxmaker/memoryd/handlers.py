@@ -5,7 +5,8 @@ I/O: the memory files, through `MemoryStore` and `RecallIndex`. Rules:
 1. `memory_call`'s `arguments` is compact JSON text, parsed again by the parser
    policy used in brokerd (`boxmaker.core.args`: unknown fields refused, no
    coercion). Text that does not parse is answered `failed` with one line
-   naming the field; nothing is written.
+   naming the field; nothing is written. So is a tool the tool table says runs
+   here (`MemoryCall.tool` names only those) that has no code here.
 2. A write the store made (`WriteResult.ok`: written where asked, or lowered to
    an untrusted note) is a `result` whose content is the store's answer. A write
    the store did not make (refused by a rule, empty text, a missing entry) is
@@ -110,8 +111,8 @@ class MemoryHandlers:
             found = self.recall.recall(arguments.query, arguments.limit)
             page = recall_page(found.entries, arguments.page)
             return _result(page.content, untrusted=found.untrusted, truncated=page.truncated)
-        if not isinstance(arguments, MemoryArgs):  # MemoryCall.tool names only memory tools
-            return FailedResponse(message=f"{request.tool} is not a memory tool")
+        if not isinstance(arguments, MemoryArgs):  # a row of the tool table with no code here
+            return FailedResponse(message=f"memoryd has no code for {request.tool}")
         provenance = Provenance(request.session, request.call, request.taint, request.untrusted)
         try:
             written = self._write(arguments, provenance)

@@ -27,14 +27,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import DamagedError
 from boxmaker.core.labels import DataClass
+from boxmaker.ipc.files import append_durable
 from boxmaker.memoryd.rules import WriteAction
 
 JOURNAL = "journal.jsonl"
 
 
-class JournalDamagedError(BoxmakerError, ValueError):
+class JournalDamagedError(DamagedError, ValueError):
     """A journal line does not parse; the text names the file and the line."""
 
 
@@ -94,17 +95,21 @@ def decode_record(line: bytes) -> JournalRecord:
 
 def append_record(path: Path, record: JournalRecord) -> None:
     """Append `record` and fsync (rules 2 and 4). Callers serialise appenders."""
-    line = encode_record(record)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    _cut_torn_line(path)
+    append_durable(path, encode_record(record))  # its fsync covers the cut too
+
+
+def _cut_torn_line(path: Path) -> None:
+    """Cut off a last line without its line feed (rule 4); nothing if there is no file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = os.pread(fd, size, 0)
             os.ftruncate(fd, data.rfind(b"\n") + 1)
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -1,99 +1,88 @@
 """memoryd's three sockets: one request per connection, answered from the memory files.
 
-I/O: the listening sockets, served by `boxmaker.ipc.server` (their directories
-0700 and the sockets 0600 in dev mode, 2750 and 0660 in a root install; at most
-a cap of connections each; the request by its deadline). Each socket accepts
-only its own kinds, and answers any other kind `forbidden`:
-
-    socket                              client   accepts
-    run/loop-memory/memory.sock         loopd    memory_block, session_updated, status
-    run/broker-memory/memory.sock       brokerd  memory_call, status
-    run/owner-memory/admin.sock         owner    reindex, memory_log, status
-
-What each kind is answered is `boxmaker.memoryd.handlers`'.
+I/O: the listening sockets, bound and served by `boxmaker.ipc.shell` (each link's
+modes, at most a cap of connections each, the request by its deadline). Each
+socket accepts only its own link's kinds (`core.links`: LOOP_MEMORY for loopd,
+BROKER_MEMORY for brokerd, OWNER_MEMORY for the owner), and answers any other
+kind `forbidden`. What each kind is answered is `boxmaker.memoryd.handlers`'.
+`Memoryd` is what `memoryd serve` runs, and what tests start in their own
+process (`boxmaker.testing.daemons`).
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from boxmaker.core.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY, Link, Role
 from boxmaker.core.messages import (
     MemoryBlock,
     MemoryCall,
     MemoryLog,
-    Message,
     Reindex,
+    Reindexed,
     SessionUpdated,
     Status,
-    StatusReport,
 )
-from boxmaker.core.runbook import Runbook
-from boxmaker.ipc.server import Connection, Serving, SocketRules, serve_forever
+from boxmaker.ipc.role import EXIT_OK
+from boxmaker.ipc.server import Handlers, answering
+from boxmaker.ipc.shell import Endpoint, RoleSockets, now
+from boxmaker.memoryd.config import MemorydConfig
 from boxmaker.memoryd.handlers import MemoryHandlers
 
-BUSY_POINTER = Runbook.MEMORYD_BUSY.pointer
-LOOP_RULES = SocketRules(
-    "memory.sock", "memoryd", ("memory_block", "session_updated", "status"), 16, BUSY_POINTER
-)
-BROKER_RULES = SocketRules("memory.sock", "memoryd", ("memory_call", "status"), 16, BUSY_POINTER)
-OWNER_RULES = SocketRules(
-    "admin.sock", "memoryd", ("reindex", "memory_log", "status"), 4, BUSY_POINTER
-)
+BACKLOG = 16
+LOOP_CAP = 16
+BROKER_CAP = 16
+OWNER_CAP = 4
 
 
-@dataclass(frozen=True)
-class Listeners:
-    """memoryd's three listening sockets."""
-
-    loop: socket.socket
-    broker: socket.socket
-    owner: socket.socket
-
-    def close(self) -> None:
-        for sock in (self.loop, self.broker, self.owner):
-            sock.close()
-
-
-class MemoryServer:
-    """Serves the three sockets of `listeners` with `handlers` until `stopping` is set."""
+class Memoryd:
+    """memoryd's three sockets of `config`, served with `handlers`: `start`, `stop`."""
 
     def __init__(
-        self,
-        handlers: MemoryHandlers,
-        listeners: Listeners,
-        status: Callable[[], StatusReport],
+        self, config: MemorydConfig, handlers: MemoryHandlers, clock: Callable[[], str] = now
     ) -> None:
+        """`clock` says when it started, in `status`."""
         self._handlers = handlers
-        self._listeners = listeners
-        self._status = status
-        self.stopping = threading.Event()
+        endpoints = (
+            Endpoint(LOOP_MEMORY, config.loop_socket, LOOP_CAP, BACKLOG),
+            Endpoint(BROKER_MEMORY, config.broker_socket, BROKER_CAP, BACKLOG),
+            Endpoint(OWNER_MEMORY, config.owner_socket, OWNER_CAP, BACKLOG),
+        )
+        self.sockets = RoleSockets(Role.MEMORYD, endpoints, config.sockets.group_access, clock)
 
-    def start(self) -> list[Serving]:
-        """Start accepting on every socket; what serves each."""
-        return [
-            serve_forever(self._listeners.loop, LOOP_RULES, self.handle, self.stopping),
-            serve_forever(self._listeners.broker, BROKER_RULES, self.handle, self.stopping),
-            serve_forever(self._listeners.owner, OWNER_RULES, self.handle, self.stopping),
-        ]
+    def serving(self) -> str:
+        """The fields of its `event=serving` line."""
+        loop, broker, owner = (endpoint.path for endpoint in self.sockets.endpoints)
+        return f"loop={loop} broker={broker} owner={owner}"
 
-    def handle(self, conn: Connection) -> None:
-        """One connection: its request (of a kind its socket accepts), then one answer."""
-        conn.send(self.answer(conn.read_request().message), final=True)
+    def start(self) -> None:
+        self.sockets.start(self.handlers())
 
-    def answer(self, message: Message) -> Message:
+    def stop(self) -> int:
+        self.sockets.stop()
+        return EXIT_OK
+
+    def handlers(self) -> dict[Link, Handlers]:
+        """What each socket serves: a handler for each kind its link accepts, each
+        answering once."""
         handlers = self._handlers
-        if isinstance(message, Status):
-            return self._status()
-        if isinstance(message, MemoryBlock):
-            return handlers.memory_block(message)
-        if isinstance(message, SessionUpdated):
-            return handlers.session_updated(message)
-        if isinstance(message, MemoryCall):
-            return handlers.memory_call(message)
-        if isinstance(message, Reindex):
-            return handlers.reindex()
-        assert isinstance(message, MemoryLog)  # the rules accept nothing else
-        return handlers.memory_log(message)
+        status = self.sockets.status_handler(self._detail)
+        return {
+            LOOP_MEMORY: {
+                MemoryBlock: answering(handlers.memory_block),
+                SessionUpdated: answering(handlers.session_updated),
+                Status: status,
+            },
+            BROKER_MEMORY: {MemoryCall: answering(handlers.memory_call), Status: status},
+            OWNER_MEMORY: {
+                Reindex: answering(self._reindex),
+                MemoryLog: answering(handlers.memory_log),
+                Status: status,
+            },
+        }
+
+    def _detail(self) -> str:
+        return f"{len(self._handlers.recall)} entries indexed"
+
+    def _reindex(self, _: Reindex) -> Reindexed:
+        return self._handlers.reindex()

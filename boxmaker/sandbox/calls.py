@@ -16,9 +16,8 @@ import marshal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from boxmaker.core.args import HttpFetchArgs, ReadFileArgs, ShellArgs, WriteFileArgs
+from boxmaker.core.args import argument_fields
 from boxmaker.sandbox.held import HeldSpec
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
@@ -83,22 +82,14 @@ def toolkit_request(
 ) -> bytes:
     """The JSON line the toolkit reads on standard input.
 
+    `arguments` holds the call's fields as the tool table writes them
+    (`core.args.argument_fields`: the canonical form, so an absent cwd is left out).
     `expect` lists every bound path with the device and inode brokerd held: the
     toolkit refuses to start (PATH_SWAPPED) unless each is exactly that. `landlock`
     lists what the toolkit confines itself to: /usr and /proc, the read-only
     mounts and the CA file to read; /tmp, /dev and the writable mounts to write;
     and `also_read`, what a runtime's own wrapper must read afterwards.
     """
-    arguments: dict[str, Any]
-    match spec.arguments:
-        case ReadFileArgs(path=path):
-            arguments = {"path": path}
-        case WriteFileArgs(path=path, content=content):
-            arguments = {"path": path, "content": content}
-        case ShellArgs(command=command, cwd=cwd):
-            arguments = {"command": command, "cwd": cwd}
-        case HttpFetchArgs(url=url):
-            arguments = {"url": url.text}
     egress = spec.egress is not None
     read = ["/usr", "/proc", *(m.path for m in spec.mounts if not m.writable), *also_read]
     write = ["/tmp", "/dev", *(m.path for m in spec.mounts if m.writable)]  # noqa: S108
@@ -108,7 +99,7 @@ def toolkit_request(
         json.dumps(
             {
                 "tool": spec.tool.value,
-                "arguments": arguments,
+                "arguments": argument_fields(spec.arguments),
                 "output_bytes": limits.output_bytes,
                 "proxy": PROXY_INSIDE if egress else None,
                 "cafile": CA_INSIDE if egress else None,

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.errors import UnavailableError
 from boxmaker.core.runbook import Runbook
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ KILL_POLL_MAX_S = 0.005
 PREPARE_HINT = f"run scripts/prepare-sandbox-host as root; {Runbook.SANDBOX_UNAVAILABLE.pointer}"
 
 
-class CgroupError(Exception):
+class CgroupError(UnavailableError):
     """Per-call cgroups cannot be made here; the text says what is missing."""
 
 

@@ -11,10 +11,17 @@ special-purpose ranges of `boxmaker.core.addresses` (one such address among many
 refuses the name). It then relays bytes both ways, with an idle timeout and a cap
 on the bytes of a relay.
 
+The handshake's rules are `boxmaker.core.socks5` (sans I/O); this module feeds it
+the client's bytes under the handshake deadline, sends what it answers, and judges
+the name and port it yields (`_admit`). Bytes a client sends past its request,
+before the reply, are sent upstream first once connected, and count against the
+relay's cap.
+
 I/O: binds, listens on and removes one Unix socket file; resolves names (DNS
-through `socket.getaddrinfo` by default); opens TCP connections to the addresses
-it allowed; logs one line per verdict. `MappedResolver` exists for tests, which
-point a name at a local HTTPS server; no configuration key selects it.
+through `socket.getaddrinfo` by default, or the `Resolver` passed in: tests pass
+`boxmaker.testing.resolvers.MappedResolver` to point a name at a local HTTPS
+server; no configuration key selects one); opens TCP connections to the addresses
+it allowed; logs one line per verdict.
 """
 
 from __future__ import annotations
@@ -33,26 +40,25 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from boxmaker.core.errors import BoxmakerError
 from boxmaker.core.hosts import host_matches, host_problem
+from boxmaker.core.socks5 import (
+    REPLY_CONNECTION_REFUSED,
+    REPLY_HOST_UNREACHABLE,
+    REPLY_NOT_ALLOWED,
+    REPLY_SUCCEEDED,
+    Connect,
+    Handshake,
+    NeedData,
+    Refuse,
+    Reply,
+    refusal,
+    reply_bytes,
+)
 from boxmaker.sandbox.resolvers import ALLOWED_PORT, PublicResolver, Resolver
 
 logger = logging.getLogger(__name__)
 
-
-# SOCKS5 reply codes (RFC 1928 section 6)
-REPLY_SUCCEEDED = 0x00
-REPLY_GENERAL_FAILURE = 0x01
-REPLY_NOT_ALLOWED = 0x02
-REPLY_HOST_UNREACHABLE = 0x04
-REPLY_CONNECTION_REFUSED = 0x05
-REPLY_COMMAND_NOT_SUPPORTED = 0x07
-REPLY_ADDRESS_TYPE_NOT_SUPPORTED = 0x08
-
-_VERSION = 0x05
-_NO_AUTHENTICATION = 0x00
-_NO_ACCEPTABLE_METHOD = 0xFF
-_CONNECT = 0x01
-_ATYP_IPV4, _ATYP_DOMAIN, _ATYP_IPV6 = 0x01, 0x03, 0x04
 _CHUNK = 65536
 
 
@@ -73,24 +79,16 @@ class EgressEvent:
     reason: str
 
 
-class _HangUpError(Exception):
+class _HangUpError(BoxmakerError):
     """The proxy is closing, or the peer went away: end this client quietly."""
 
 
-def _reply_bytes(code: int) -> bytes:
-    """A SOCKS5 reply: VER, REP, RSV, ATYP=IPv4, BND.ADDR=0.0.0.0, BND.PORT=0."""
-    return bytes([_VERSION, code, 0x00, _ATYP_IPV4, 0, 0, 0, 0, 0, 0])
+class _RefusedError(BoxmakerError):
+    """A request the proxy refuses: the refusal (why, and the bytes to answer)."""
 
-
-class _RefusedError(Exception):
-    """A request the proxy refuses: the bytes to answer (maybe none) and why."""
-
-    def __init__(
-        self, code: int | None, reason: str, host: str = "", port: int = 0, answer: bytes = b""
-    ) -> None:
-        super().__init__(reason)
-        self.reason, self.host, self.port = reason, host, port
-        self.answer = answer if code is None else _reply_bytes(code)
+    def __init__(self, refused: Refuse) -> None:
+        super().__init__(refused.reason)
+        self.refusal = refused
 
 
 class EgressProxy:
@@ -262,17 +260,19 @@ class EgressProxy:
         host = ""
         try:
             client.settimeout(self._handshake_timeout)
-            host, port = self._handshake(client, time.monotonic() + self._handshake_timeout)
+            request, early = self._handshake(client, time.monotonic() + self._handshake_timeout)
+            host, port = request.host, request.port
             upstream, address = self._admit(host, port)
             self._record(host, port, Verdict.allowed, f"connected to {address}")
-            self._reply(client, REPLY_SUCCEEDED)
+            client.sendall(reply_bytes(REPLY_SUCCEEDED))
             client.settimeout(self._idle_timeout)
             upstream.settimeout(self._idle_timeout)
-            self._relay(client, upstream, host)
-        except _RefusedError as refusal:
-            self._record(refusal.host, refusal.port, Verdict.refused, refusal.reason)
+            self._relay(client, upstream, host, early)
+        except _RefusedError as error:
+            refused = error.refusal
+            self._record(refused.host, refused.port, Verdict.refused, refused.reason)
             with contextlib.suppress(OSError):
-                client.sendall(refusal.answer)
+                client.sendall(refused.answer)
         except (_HangUpError, OSError):
             pass
         finally:
@@ -280,50 +280,33 @@ class EgressProxy:
                 self._untrack_and_close(upstream)
             self._untrack_and_close(client)
 
-    def _recv_exact(self, sock: socket.socket, size: int, deadline: float) -> bytes:
-        data = b""
-        while len(data) < size:
-            if not self._wait([sock], select.POLLIN, deadline - time.monotonic()):
-                raise _HangUpError  # the handshake took too long
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise _HangUpError
-            data += chunk
-        return data
+    def _handshake(self, client: socket.socket, deadline: float) -> tuple[Connect, bytes]:
+        """The client's CONNECT request and the bytes it sent past it (`core.socks5`).
 
-    def _handshake(self, client: socket.socket, deadline: float) -> tuple[str, int]:
-        """Read the greeting and a CONNECT request for a domain name: its name and port."""
-        version, count = self._recv_exact(client, 2, deadline)
-        if version != _VERSION:
-            raise _RefusedError(None, "not a SOCKS5 greeting")
-        if _NO_AUTHENTICATION not in self._recv_exact(client, count, deadline):
-            answer = bytes([_VERSION, _NO_ACCEPTABLE_METHOD])
-            raise _RefusedError(None, "no acceptable authentication method", answer=answer)
-        client.sendall(bytes([_VERSION, _NO_AUTHENTICATION]))
-        version, command, reserved, atyp = self._recv_exact(client, 4, deadline)
-        if version != _VERSION or reserved != 0:
-            raise _RefusedError(REPLY_GENERAL_FAILURE, "malformed SOCKS5 request")
-        if atyp == _ATYP_DOMAIN:
-            (length,) = self._recv_exact(client, 1, deadline)
-            host = self._recv_exact(client, length, deadline).decode("ascii", "replace")
-        elif atyp in (_ATYP_IPV4, _ATYP_IPV6):
-            raw = self._recv_exact(client, 4 if atyp == _ATYP_IPV4 else 16, deadline)
-            host = str(ipaddress.ip_address(raw))
-        else:
-            raise _RefusedError(REPLY_ADDRESS_TYPE_NOT_SUPPORTED, "unknown address type")
-        port = int.from_bytes(self._recv_exact(client, 2, deadline), "big")
-        if command != _CONNECT:
-            raise _RefusedError(REPLY_COMMAND_NOT_SUPPORTED, "only CONNECT", host, port)
-        if atyp != _ATYP_DOMAIN:
-            reason = "an IP address, not a host name"
-            raise _RefusedError(REPLY_ADDRESS_TYPE_NOT_SUPPORTED, reason, host, port)
-        return host, port
+        _RefusedError on the parser's refusal; _HangUpError on a hang-up or the deadline.
+        """
+        handshake = Handshake()
+        while True:
+            event = handshake.next_event()
+            if isinstance(event, NeedData):
+                if not self._wait([client], select.POLLIN, deadline - time.monotonic()):
+                    raise _HangUpError  # the handshake took too long
+                data = client.recv(_CHUNK)
+                if not data:
+                    raise _HangUpError
+                handshake.receive(data)
+            elif isinstance(event, Reply):
+                client.sendall(event.data)
+            elif isinstance(event, Refuse):
+                raise _RefusedError(event)
+            else:
+                return event, handshake.trailing_data
 
     def _admit(self, host: str, port: int) -> tuple[socket.socket, str]:
         """Judge a request and connect: the upstream socket and its address."""
 
         def refuse(code: int, reason: str) -> _RefusedError:
-            return _RefusedError(code, reason, host, port)
+            return _RefusedError(refusal(code, reason, host, port))
 
         if port != ALLOWED_PORT:
             raise refuse(REPLY_NOT_ALLOWED, f"port {port} is not {ALLOWED_PORT}")
@@ -374,10 +357,20 @@ class EgressProxy:
             raise
         return sock
 
-    def _relay(self, client: socket.socket, upstream: socket.socket, host: str) -> None:
-        """Copy bytes both ways until a side closes, the relay idles, or the cap is hit."""
+    def _relay(
+        self, client: socket.socket, upstream: socket.socket, host: str, early: bytes
+    ) -> None:
+        """Copy bytes both ways until a side closes, the relay idles, or the cap is hit.
+
+        `early` (bytes the client sent past its request) goes upstream first and counts.
+        """
         ends = {client.fileno(): (client, upstream), upstream.fileno(): (upstream, client)}
-        total = 0
+        total = len(early)
+        if total > self._max_relay_bytes:
+            logger.warning("egress relay over its byte cap host=%s", host)
+            return
+        if early:
+            upstream.sendall(early)
         while True:
             ready = self._wait([client, upstream], select.POLLIN, self._idle_timeout)
             if not ready:
@@ -394,10 +387,6 @@ class EgressProxy:
                     logger.warning("egress relay over its byte cap host=%s", host)
                     return
                 sink.sendall(data)
-
-    @staticmethod
-    def _reply(client: socket.socket, code: int) -> None:
-        client.sendall(_reply_bytes(code))
 
     def _record(self, host: str, port: int, verdict: Verdict, reason: str) -> None:
         with self._lock:

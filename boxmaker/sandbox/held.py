@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from boxmaker.core.args import ToolName, WriteFileArgs
+from boxmaker.core.errors import BoxmakerError
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 NEW_FILE_MODE = 0o644
 
 
-class HoldError(Exception):
+class HoldError(BoxmakerError):
     """The path cannot be held; `failure` is the sentence the call fails with."""
 
     def __init__(self, failure: RunFailure) -> None:

@@ -16,6 +16,9 @@ allowed or approved. What goes in the spec, by tool:
                 the decision's masks (a mask equal to a
                 grant path hides that path whole)
     http_fetch  none                                         the URL's own host
+    any other   none                                         none
+                (a sandbox tool of the tool table with no row here; the toolkit
+                runs its code, or refuses with NO_SUCH_TOOL when it has none)
 
 A file tool's sandbox sees exactly the one file that policy decided on, never
 the directory around it: a link or a denied sub-path beside it cannot be
@@ -64,6 +67,7 @@ class RunFailure(StrEnum):
     WRITE_FAILED = "the file could not be written"
     FETCH_REFUSED = "the host is not allowed or could not be reached"
     FETCH_FAILED = "the fetch failed"
+    NO_SUCH_TOOL = "the sandbox has no code for this tool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +167,7 @@ def build_spec(decision: Decision) -> RunSpec:
             masks = tuple(m for m in decision.masks if m not in grant.paths)
         case HttpFetchArgs(url=url):
             egress = (url.host,)
-        case _:
+        case _ if decision.tool.is_memory:
             raise TypeError(f"{decision.tool} runs in memoryd, never in a sandbox")
     return RunSpec(_TOKEN, decision.tool, args, mounts, masks, egress)
 

@@ -1,4 +1,4 @@
-"""The in-sandbox toolkit: the four tools, run by /usr/bin/python3 inside the sandbox.
+"""The in-sandbox toolkit: the sandbox tools' code, run by /usr/bin/python3 inside the sandbox.
 
 Standard library only, and self-contained: the runtimes pass this file's source
 with `python3 -I -S -c`, so nothing of boxmaker (or of its virtual environment)
@@ -12,6 +12,11 @@ standard output:
           "expect": [[path, dev, ino], ...], "landlock": {"read": [...], "write": [...]}}
     out: {"ok": true, "content": "...", "truncated": bool}
        | {"ok": false, "failure": "<RunFailure member name>"}
+
+`TOOLS` holds the code of each tool of the tool table that runs in the sandbox
+(`boxmaker.core.tools`, which this file cannot import: tests hold the two to the
+same names); `arguments` are its fields as the table writes them. A tool the
+table has and `TOOLS` has not is refused with NO_SUCH_TOOL.
 
 brokerd keeps standard input open while the call runs: when it closes, brokerd
 has gone (killed, perhaps), and the toolkit exits at once. In a Podman container
@@ -143,7 +148,7 @@ def check_expected(expected: list[list[Any]]) -> None:
             raise ToolError("PATH_SWAPPED")
 
 
-def read_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+def read_file(args: dict[str, Any], limit: int, request: dict[str, Any]) -> tuple[str, bool]:
     path = args["path"]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -158,7 +163,7 @@ def read_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
     return cap_text(data, limit, strict=True)
 
 
-def write_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+def write_file(args: dict[str, Any], limit: int, request: dict[str, Any]) -> tuple[str, bool]:
     path, content = args["path"], args["content"]
     data = content.encode("utf-8")
     try:
@@ -174,7 +179,7 @@ def write_file(args: dict[str, Any], limit: int) -> tuple[str, bool]:
     return f"wrote {len(data)} bytes to {path}", False
 
 
-def shell(args: dict[str, Any], limit: int) -> tuple[str, bool]:
+def shell(args: dict[str, Any], limit: int, request: dict[str, Any]) -> tuple[str, bool]:
     """`/bin/sh -c command` in `cwd`, its output and exit status, as subprocess would run it.
 
     Spawned with `os.posix_spawn` (importing `subprocess` costs more than a whole
@@ -278,9 +283,9 @@ def _recv_exact(sock: Any, n: int) -> bytes:
     return data
 
 
-def http_fetch(
-    args: dict[str, Any], limit: int, proxy: str | None, cafile: str | None
-) -> tuple[str, bool]:
+def http_fetch(args: dict[str, Any], limit: int, request: dict[str, Any]) -> tuple[str, bool]:
+    """GET `url` through the request's egress proxy, trusting its CA file."""
+    proxy, cafile = request.get("proxy"), request.get("cafile")
     if proxy is None:
         raise ToolError("FETCH_REFUSED")
     import http.client
@@ -388,6 +393,9 @@ def restrict(read: list[str], write: list[str]) -> int:
     return int(abi)
 
 
+# every tool's code takes its arguments, the output limit and the whole request
+TOOLS = {"read_file": read_file, "write_file": write_file, "shell": shell, "http_fetch": http_fetch}
+
 REQUESTER_GONE = 125  # the exit status when brokerd's end of standard input closes
 
 
@@ -418,18 +426,10 @@ def main() -> int:
             except OSError as exc:
                 raise ToolError("SANDBOX_FAILED") from exc
         watch_requester()  # after Landlock: a thread started later inherits its walls
-        if tool == "read_file":
-            content, truncated = read_file(args, limit)
-        elif tool == "write_file":
-            content, truncated = write_file(args, limit)
-        elif tool == "shell":
-            content, truncated = shell(args, limit)
-        elif tool == "http_fetch":
-            content, truncated = http_fetch(
-                args, limit, request.get("proxy"), request.get("cafile")
-            )
-        else:
-            raise ToolError("SANDBOX_FAILED")
+        code = TOOLS.get(tool)
+        if code is None:
+            raise ToolError("NO_SUCH_TOOL")
+        content, truncated = code(args, limit, request)
         answer: dict[str, Any] = {"ok": True, "content": content, "truncated": truncated}
     except ToolError as exc:
         answer = {"ok": False, "failure": exc.code}

@@ -1,20 +1,27 @@
-"""brokerd and loopd in the test's own process, on real Unix sockets.
+"""brokerd, loopd and memoryd in the test's own process, on real Unix sockets.
 
 I/O: temporary directories, Unix sockets, threads, and brokerd's audit files. No
 role imports this module.
 
-    start_brokerd / running_brokerd   a `serve.Brokerd` on real Unix sockets, with a
-                                      real `AuditWriter` from `start_audit` (its file
-                                      operations behind `FailingFiles`, which fails
-                                      on demand), a `RecordingRuntime`, a `Clock`,
-                                      and a grants directory whose next load can run
-                                      a hook (`HookedGrantsDir`); `restart` stops it
-                                      and starts another over the same home
-    start_loopd / running_loopd       a `TurnLoop` over a given model (the scripted
-                                      one, or the real one) and a `LoopServer` on the
-                                      home's loop.sock, with a `BrokerPort` on a
-                                      given broker socket, or none, and a
-                                      `MemoryPort` on a given memory socket, or none
+Each role is built as its `serve` builds it, from a configuration made here and
+with I/O passed in: the role's own daemon class (`brokerd.serve.Brokerd`,
+`loopd.serve.Loopd`, `memoryd.serve.Memoryd`), started and stopped as
+`boxmaker.ipc.shell.serve_daemon` does, without the signals. Nothing of a
+role's wiring is repeated here.
+
+    start_brokerd / running_brokerd   a `Brokerd` with a real `AuditWriter` from
+                                      `start_audit` (its file operations behind
+                                      `FailingFiles`, which fails on demand), a
+                                      `RecordingRuntime`, a `Clock`, and a grants
+                                      directory whose next load can run a hook
+                                      (`HookedGrantsDir`); `restart` stops it and
+                                      starts another over the same home
+    start_loopd / running_loopd       a `Loopd` over a given model (the scripted
+                                      one, or the real one) on the home's loop.sock,
+                                      its broker port on a given broker socket, or
+                                      none, and its memory port on a given memory
+                                      socket, or none
+    running_memoryd                   a `Memoryd` over the home's memory files
 
 Every path under a home comes from `boxmaker.core.layout.Home`. The real console
 scripts as child processes are `boxmaker.testing.processes`.
@@ -25,13 +32,14 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import socket
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ParamSpec, Protocol, TypeVar
 
 from boxmaker.brokerd.audit_startup import Started, start_audit
 from boxmaker.brokerd.audit_writer import AuditFiles
@@ -51,25 +59,20 @@ from boxmaker.core.chat_format import GEMMA, ChatFormat
 from boxmaker.core.dialect import Dialect
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.layout import Home
-from boxmaker.core.messages import Envelope, Message, StatusReport, ToolRequest, Turn
+from boxmaker.core.messages import Envelope, Message, ToolRequest, Turn
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.ipc.server import bind_socket
-from boxmaker.loopd.broker_port import BrokerPort
-from boxmaker.loopd.memory_port import MemoryPort
+from boxmaker.loopd import config as loopd_config
 from boxmaker.loopd.model import Model
-from boxmaker.loopd.serve import LoopServer
-from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
-from boxmaker.memoryd.handlers import MemoryHandlers
+from boxmaker.loopd.serve import Loopd
+from boxmaker.loopd.turn import TurnLimits
+from boxmaker.memoryd import config as memoryd_config
+from boxmaker.memoryd.main import open_memory
 from boxmaker.memoryd.recall import RecallIndex
-from boxmaker.memoryd.serve import Listeners, MemoryServer
+from boxmaker.memoryd.serve import Memoryd
 from boxmaker.memoryd.store import MemoryStore
 from boxmaker.testing.homes import make_home, read_records
 from boxmaker.testing.runtime import RecordingRuntime
 from boxmaker.testing.sockets import OpenCall, exchange
-
-STOP_TIMEOUT_S = 10.0
-
 
 # --- brokerd's seams ------------------------------------------------------------------
 
@@ -142,11 +145,59 @@ class Clock:
         return format_timestamp(datetime.now(UTC) + offset)
 
 
+# --- started, then stopped -----------------------------------------------------------
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+D = TypeVar("D", bound=Stoppable)
+P = ParamSpec("P")
+
+
+def running(start: Callable[P, D]) -> Callable[P, AbstractContextManager[D]]:
+    """`start` as a `with` block: what it started, stopped when the block ends."""
+
+    @contextmanager
+    def run(*args: P.args, **kwargs: P.kwargs) -> Iterator[D]:
+        daemon = start(*args, **kwargs)
+        try:
+            yield daemon
+        finally:
+            daemon.stop()
+
+    return run
+
+
+@dataclass(kw_only=True)
+class InProcess(ABC):
+    """A daemon started in this process: `stop` stops it once, then removes the
+    directories made for it."""
+
+    _made: list[Path] = field(default_factory=list)
+    _stopped: bool = False
+
+    @abstractmethod
+    def _end(self) -> None:
+        """End the daemon (once: `_end_once`)."""
+
+    def _end_once(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._end()
+
+    def stop(self) -> None:
+        self._end_once()
+        for made in self._made:
+            shutil.rmtree(made, ignore_errors=True)
+
+
 # --- brokerd in this process -------------------------------------------------------
 
 
 @dataclass
-class InProcessBrokerd:
+class InProcessBrokerd(InProcess):
     """A started `Brokerd`; `stop` (or leaving the `running_brokerd` block) ends it."""
 
     home: Path
@@ -157,8 +208,6 @@ class InProcessBrokerd:
     files: FailingFiles
     grants: HookedGrantsDir
     clock: Callable[[], str]
-    _made: list[Path] = field(default_factory=list)
-    _stopped: bool = False
 
     @property
     def broker_socket(self) -> Path:
@@ -186,9 +235,7 @@ class InProcessBrokerd:
         and clock, as `brokerd serve` started again would: the audit startup check
         runs first. `between` runs while neither is running. The new one removes,
         when it stops, what this one made."""
-        if not self._stopped:
-            self._stopped = True
-            self.daemon.stop()
+        self._end_once()
         if between is not None:
             between()
         again = start_brokerd(
@@ -205,12 +252,8 @@ class InProcessBrokerd:
         again._made, self._made = self._made, []
         return again
 
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self.daemon.stop()
-        for made in self._made:
-            shutil.rmtree(made, ignore_errors=True)
+    def _end(self) -> None:
+        self.daemon.stop()
 
 
 def start_brokerd(
@@ -246,66 +289,32 @@ def start_brokerd(
     if not isinstance(started, Started):
         raise RuntimeError(f"audit startup refused: {started.lines}")
     the_runtime = runtime if runtime is not None else RecordingRuntime()
-    daemon = Brokerd(config, started.writer, the_runtime, the_clock, caps)
-    hooked = HookedGrantsDir(config.grants_dir, daemon.grants.reserved)
-    daemon.grants = hooked
+    daemon = Brokerd(config, started.writer, the_runtime, the_clock, caps, HookedGrantsDir)
+    hooked = daemon.grants
+    assert isinstance(hooked, HookedGrantsDir)
     daemon.start()
     return InProcessBrokerd(
-        home, grants, config, daemon, the_runtime, files, hooked, the_clock, made
+        home, grants, config, daemon, the_runtime, files, hooked, the_clock, _made=made
     )
 
 
-@contextmanager
-def running_brokerd(
-    base: Path,
-    *,
-    grants_dir: Path | None = None,
-    ttl_ms: int = 900_000,
-    runtime: RecordingRuntime | None = None,
-    clock: Callable[[], str] | None = None,
-    caps: ConnectionCaps = DEFAULT_CAPS,
-    memory: MemorySection | None = None,
-    gateway: GatewaySection | None = None,
-) -> Iterator[InProcessBrokerd]:
-    brokerd = start_brokerd(
-        base,
-        grants_dir=grants_dir,
-        ttl_ms=ttl_ms,
-        runtime=runtime,
-        clock=clock,
-        caps=caps,
-        memory=memory,
-        gateway=gateway,
-    )
-    try:
-        yield brokerd
-    finally:
-        brokerd.stop()
+running_brokerd = running(start_brokerd)
 
 
 # --- loopd in this process -----------------------------------------------------------
 
-MEMORY_TIMEOUT_MS = 10_000  # an in-process loopd's wait for memoryd
-
 
 @dataclass
-class InProcessLoopd:
+class InProcessLoopd(InProcess):
     """A serving loop.sock; `stop` (or leaving `running_loopd`) ends it."""
 
     home: Path
     model: Model
-    turns: TurnLoop
-    server: LoopServer
-    port: BrokerPort | None
-    _listening: socket.socket
-    _thread: threading.Thread
-    _made: list[Path] = field(default_factory=list)
-    _stopped: bool = False
-    memory: MemoryPort | None = None
+    daemon: Loopd
 
     @property
     def socket(self) -> Path:
-        return Home(self.home).loop_socket
+        return self.daemon.path
 
     def session_log(self, session: str) -> Path:
         return Home(self.home).loop_sessions / f"{session}.jsonl"
@@ -323,15 +332,8 @@ class InProcessLoopd:
         message = Turn(session=session, text=text, resume=resume)
         return exchange(self.socket, message, request_id, timeout_s)
 
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self.server.stopping.set()
-            self._thread.join(STOP_TIMEOUT_S)
-            self._listening.close()
-            self.socket.unlink(missing_ok=True)
-        for made in self._made:
-            shutil.rmtree(made, ignore_errors=True)
+    def _end(self) -> None:
+        self.daemon.stop()
 
 
 def _now() -> datetime:
@@ -359,52 +361,29 @@ def start_loopd(
         home = make_home(base)
         if home.parent != base:
             made.append(home.parent)
-    port = BrokerPort(broker_socket, timeout_ms) if broker_socket is not None else None
-    memory = MemoryPort(memory_socket, MEMORY_TIMEOUT_MS) if memory_socket is not None else None
-    turns = TurnLoop(
+    config = loopd_config.LoopdConfig(
+        paths=loopd_config.PathsSection(home=str(home)),
+        broker=loopd_config.BrokerSection(socket=_configured(broker_socket), timeout_ms=timeout_ms),
+        memory=loopd_config.MemorySection(socket=_configured(memory_socket)),
+    )
+    daemon = Loopd(
+        config,
         model,
         chat_format,
-        SessionLogs(home),
-        port,
         limits if limits is not None else TurnLimits(),
-        clock if clock is not None else _now,
-        memory=memory,
+        f"in-process loopd, format {chat_format.name}",
+        clock=clock if clock is not None else _now,
     )
-    listening = bind_socket(Home(home).loop_socket, backlog=16)
-    server = LoopServer(turns, listening)
-    thread = threading.Thread(target=server.serve, name="loopd-accept", daemon=True)
-    thread.start()
-    return InProcessLoopd(home, model, turns, server, port, listening, thread, made, memory=memory)
+    daemon.start()
+    return InProcessLoopd(home, model, daemon, _made=made)
 
 
-@contextmanager
-def running_loopd(
-    base: Path,
-    model: Model,
-    *,
-    home: Path | None = None,
-    broker_socket: Path | None = None,
-    timeout_ms: int = 120_000,
-    limits: TurnLimits | None = None,
-    chat_format: ChatFormat | Dialect = GEMMA,
-    clock: Callable[[], datetime] | None = None,
-    memory_socket: Path | None = None,
-) -> Iterator[InProcessLoopd]:
-    loopd = start_loopd(
-        base,
-        model,
-        home=home,
-        broker_socket=broker_socket,
-        timeout_ms=timeout_ms,
-        limits=limits,
-        chat_format=chat_format,
-        clock=clock,
-        memory_socket=memory_socket,
-    )
-    try:
-        yield loopd
-    finally:
-        loopd.stop()
+def _configured(socket: Path | None) -> str:
+    """A socket key of loopd.toml: the path, or "none"."""
+    return "none" if socket is None else str(socket)
+
+
+running_loopd = running(start_loopd)
 
 
 # --- memoryd --------------------------------------------------------------------------
@@ -414,27 +393,13 @@ def running_loopd(
 def running_memoryd(
     home: Home, clock: Callable[[], datetime] = _now
 ) -> Iterator[tuple[MemoryStore, RecallIndex]]:
-    """memoryd's three sockets served in this process for `home`, until the block ends."""
-    store = MemoryStore(home.memory, clock)
-    recall = RecallIndex(home.memory)
-    recall.rebuild()
-    listeners = Listeners(
-        bind_socket(home.loop_memory_socket),
-        bind_socket(home.broker_memory_socket),
-        bind_socket(home.owner_memory_socket),
-    )
-
-    def status() -> StatusReport:
-        return StatusReport(
-            role="memoryd", version="0", started="2026-11-30T12:00:00.000Z", detail="test"
-        )
-
-    server = MemoryServer(MemoryHandlers(store, recall), listeners, status)
-    threads = server.start()
+    """memoryd's three sockets served in this process for `home`, until the block ends;
+    `clock` is its store's, and says when it started."""
+    config = memoryd_config.MemorydConfig(paths=memoryd_config.PathsSection(home=str(home.root)))
+    handlers = open_memory(config, clock)
+    daemon = Memoryd(config, handlers, lambda: format_timestamp(clock()))
+    daemon.start()
     try:
-        yield store, recall
+        yield handlers.store, handlers.recall
     finally:
-        server.stopping.set()
-        for thread in threads:
-            thread.join(timeout=5)
-        listeners.close()
+        daemon.stop()

@@ -67,6 +67,8 @@ from typing import Any
 
 import orjson
 
+from boxmaker.core.errors import BoxmakerError
+
 BOT_TOKEN = "fake-bot-token-0123456789"  # noqa: S105  (a fake's token)
 PENDING_TTL_MS = 30_000  # the server's PendingPostIDsCacheTTL
 MAX_MESSAGE = 16_383  # runes (PostMessageMaxRunesV2)
@@ -79,7 +81,7 @@ def make_id(*parts: str) -> str:
     return b32encode(digest).decode().lower()[:26]
 
 
-class ApiError(Exception):
+class ApiError(BoxmakerError):
     """An error answer: status and Mattermost's error id."""
 
     def __init__(self, status: int, error_id: str, message: str) -> None:

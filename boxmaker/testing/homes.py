@@ -16,6 +16,7 @@ from boxmaker.core.audit_records import AuditRecord, decode_record
 from boxmaker.core.chain import ChainVerifier
 from boxmaker.core.chain_report import ChainReport
 from boxmaker.core.layout import Home
+from boxmaker.core.links import LINKS
 
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; keep clear of it
 
@@ -32,15 +33,7 @@ def make_home(base: Path) -> Path:
 
 def _longest_socket(home: Path) -> int:
     place = Home(home)
-    sockets = (
-        place.broker_socket,
-        place.admin_socket,
-        place.loop_socket,
-        place.loop_memory_socket,
-        place.broker_memory_socket,
-        place.owner_memory_socket,
-    )
-    return max(len(str(p)) for p in sockets)
+    return max(len(str(place.socket(link))) for link in LINKS)
 
 
 def write_grant(

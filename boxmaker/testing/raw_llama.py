@@ -63,7 +63,7 @@ def fresh_first_token(llm: Any, prompt: list[int], sampling: Sampling) -> float:
 def next_prompt(loopd: InProcessLoopd, logs: SessionLogs, session: str, text: str) -> list[int]:
     """The prompt loopd renders for `session`'s next turn of `text`, from its log now."""
     session_log = logs.open(session)
-    return loopd.turns.prompt(
+    return loopd.daemon.turns.prompt(
         SessionLog(session_log.path, [*session_log.entries, UserEntry(text=text)])
     )
 

@@ -28,7 +28,7 @@ from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.sandbox.calls import call_prefix
 from boxmaker.sandbox.cgroups import CgroupError, Cgroups
 from boxmaker.sandbox.podman import PodmanRuntime, ensure_rootfs
-from boxmaker.sandbox.resolvers import MappedResolver
+from boxmaker.testing.resolvers import MappedResolver
 from boxmaker.testing.sandbox_tree import LIMITS, Sandbox, make_grants, make_tree
 from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs

@@ -19,8 +19,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from boxmaker.core.errors import BoxmakerError
 
-class OpensslMissingError(RuntimeError):
+
+class OpensslMissingError(BoxmakerError, RuntimeError):
     """openssl is not installed, so no test CA can be made."""
 
 

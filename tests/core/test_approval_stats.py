@@ -14,6 +14,7 @@ from boxmaker.core.audit_views import (
     DeniedView,
     RecordView,
 )
+from boxmaker.core.decisions import DenyReason
 
 ZERO = "0" * 64
 
@@ -50,7 +51,7 @@ def decision(seq: int, time: str, grant: str, ask: bool = True) -> RecordView:
 
 
 def approval(seq: int, time: str, of: int, answer: str) -> RecordView:
-    outcome = AskView() if answer == "approved" else DeniedView(reason="approval_refused")
+    outcome = AskView() if answer == "approved" else DeniedView(reason=DenyReason.APPROVAL_REFUSED)
     event = ApprovalView(
         session="s",
         call=f"c{of}",

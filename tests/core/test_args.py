@@ -16,6 +16,7 @@ from boxmaker.core.args import (
     tool_name,
 )
 from boxmaker.core.errors import ArgsError
+from boxmaker.core.tools import tool_names
 
 R, W, S, H = ToolName.READ_FILE, ToolName.WRITE_FILE, ToolName.SHELL, ToolName.HTTP_FETCH
 
@@ -177,7 +178,7 @@ def test_args_error_is_a_value_error() -> None:
         parse_arguments(R, "{}")
 
 
-@pytest.mark.parametrize("tool", list(ToolName), ids=[t.value for t in ToolName])
+@pytest.mark.parametrize("tool", tool_names(), ids=str)
 def test_error_messages_are_one_line(tool: ToolName) -> None:
     for raw in ("{", "[]", '{"zz":1}', "{}", '{"path":"/a","path":"/a"}'):
         with pytest.raises(ArgsError) as caught:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import ErrorCode, FrameTooLargeError, MisuseError, ProtocolError
 from boxmaker.core.frames import MAX_FRAME, FrameDecoder, encode_frame
 from boxmaker.core.messages import decode_envelope
 
@@ -78,14 +78,15 @@ def test_a_failed_decoder_stays_failed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("payload", "code"),
-    [(b"", ErrorCode.MALFORMED), (b"x" * (MAX_FRAME + 1), ErrorCode.TOO_LARGE)],
+    ("payload", "error"),
+    [(b"", MisuseError), (b"x" * (MAX_FRAME + 1), FrameTooLargeError)],
     ids=["empty", "over-the-limit"],
 )
-def test_encode_refuses_what_cannot_be_one_frame(payload: bytes, code: ErrorCode) -> None:
-    with pytest.raises(ProtocolError) as caught:
+def test_encode_refuses_what_cannot_be_one_frame(payload: bytes, error: type[MisuseError]) -> None:
+    """Our own payload, not the peer's bytes: a MisuseError, never a ProtocolError."""
+    with pytest.raises(error) as caught:
         encode_frame(payload)
-    assert caught.value.code is code
+    assert not isinstance(caught.value, ProtocolError)
 
 
 def test_a_partial_frame_is_not_idle() -> None:

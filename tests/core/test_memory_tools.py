@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from boxmaker.core.args import (
     MAX_RECALL,
-    MEMORY_TOOLS,
     MemoryAddArgs,
     MemoryConsolidateArgs,
     MemoryNoteArgs,
@@ -22,9 +22,9 @@ from boxmaker.core.errors import ArgsError
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import GrantSet
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import MEMORY_TOOLS as WIRE_MEMORY_TOOLS
-from boxmaker.core.messages import ToolRequest
+from boxmaker.core.messages import MemoryCall, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
+from boxmaker.core.tools import RunsIn, tool_names
 
 NOW = "2026-11-30T12:00:00.000Z"
 ADD, REPLACE, CONSOLIDATE, NOTE, RECALL = (
@@ -36,10 +36,32 @@ ADD, REPLACE, CONSOLIDATE, NOTE, RECALL = (
 )
 
 
-def test_the_memory_tools_are_the_wire_s() -> None:
-    assert tuple(t.value for t in MEMORY_TOOLS) == WIRE_MEMORY_TOOLS
+MEMORY_TOOLS = tool_names(RunsIn.MEMORYD)
+
+
+def test_the_memory_tools_are_the_five_that_run_in_memoryd() -> None:
+    assert MEMORY_TOOLS == (ADD, REPLACE, CONSOLIDATE, NOTE, RECALL)
     assert all(t.is_memory for t in MEMORY_TOOLS)
-    assert not any(t.is_memory for t in ToolName if t not in MEMORY_TOOLS)
+    assert not any(t.is_memory for t in tool_names() if t not in MEMORY_TOOLS)
+
+
+@pytest.mark.parametrize("tool", [*tool_names(), "clock", "memory_forget"], ids=str)
+def test_a_memory_call_names_only_a_tool_that_runs_in_memoryd(tool: str) -> None:
+    def call() -> MemoryCall:
+        return MemoryCall(
+            session="s",
+            call="c",
+            tool=tool,
+            arguments="{}",
+            taint=DataClass.PRIVATE,
+            untrusted=False,
+        )
+
+    if tool in MEMORY_TOOLS:
+        assert call().tool == tool
+    else:
+        with pytest.raises(ValidationError, match="tool must be one of memory_add, "):
+            call()
 
 
 # --- arguments ----------------------------------------------------------------------

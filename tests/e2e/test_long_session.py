@@ -35,8 +35,9 @@ from boxmaker.core.messages import (
 )
 from boxmaker.loopd.config import LoopdConfig, ModelSection, PathsSection, TurnSection
 from boxmaker.loopd.dialects import choose_dialect
-from boxmaker.loopd.main import load_model, turn_limits
+from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.session_log import SessionLogs, ToolEntry
+from boxmaker.loopd.startup import load_model
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.daemons import start_loopd
 from boxmaker.testing.forced_model import ForcedModel
@@ -141,7 +142,7 @@ def run_session(tmp_path: Path, notes: Path) -> None:
                 events = [a.message.event for a in answers if isinstance(a.message, TurnEvent)]
                 compactions += [e for e in events if isinstance(e, ContextCompactedEvent)]
                 results += [e for e in events if isinstance(e, ToolResultEvent)]
-            before_restart = loopd.turns.prompt(SessionLogs(home).open(SESSION))
+            before_restart = loopd.daemon.turns.prompt(SessionLogs(home).open(SESSION))
         finally:
             loopd.stop()
         assert len(compactions) >= 2, compactions
@@ -163,7 +164,7 @@ def run_session(tmp_path: Path, notes: Path) -> None:
             chat_format=dialect,
         )
         try:
-            assert loopd.turns.prompt(SessionLogs(home).open(SESSION)) == before_restart
+            assert loopd.daemon.turns.prompt(SessionLogs(home).open(SESSION)) == before_restart
             sessions = bxctl("sessions", home=home)
             answers = loopd.turn(SESSION, "Read note 0 again.", resume=True, timeout_s=300)
             assert isinstance(answers[-1].message, TurnDone)

@@ -29,23 +29,17 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.connection import ClientConnection
+from boxmaker.core.links import LINKS, Role
+from boxmaker.core.links import ROLE_USERS as USER_OF
 from boxmaker.core.messages import ToolRequest
 from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OWNER = "bxtestowner"
-ROLE_USERS = ("bx-broker", "bx-memory", "bx-loop", "bx-gateway")
+ROLE_USERS = tuple(USER_OF.values())
 USERS = (*ROLE_USERS, OWNER)
-GROUPS = (
-    "bx-loop-broker",
-    "bx-owner-broker",
-    "bx-loop-clients",
-    "bx-loop-memory",
-    "bx-broker-memory",
-    "bx-owner-memory",
-    "bx-broker-gateway",
-)
+GROUPS = tuple(link.group for link in LINKS)  # the link table's: each link's group
 
 pytestmark = [
     pytest.mark.model,
@@ -178,14 +172,13 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     installed_prefix, bin_dir = installed
     home = installed_prefix / "var" / "lib" / "boxmaker"
     etc = installed_prefix / "etc" / "boxmaker"
-    assert _owner_mode(home / "run" / "loop-broker") == ("bx-broker", "bx-loop-broker", 0o2750)
-    assert _owner_mode(home / "run" / "owner-broker") == ("bx-broker", "bx-owner-broker", 0o2750)
-    assert _owner_mode(home / "run" / "loop") == ("bx-loop", "bx-loop-clients", 0o2750)
-    assert _owner_mode(home / "run" / "gateway") == ("bx-gateway", "bx-broker-gateway", 0o2750)
     run = home / "run"
-    assert _owner_mode(run / "loop-memory") == ("bx-memory", "bx-loop-memory", 0o2750)
-    assert _owner_mode(run / "broker-memory") == ("bx-memory", "bx-broker-memory", 0o2750)
-    assert _owner_mode(run / "owner-memory") == ("bx-memory", "bx-owner-memory", 0o2750)
+    user_of = {**USER_OF, Role.OWNER: OWNER}
+    for link in LINKS:  # each link's directory: its server's user, its group, 2750
+        expected = (user_of[link.server], link.group, 0o2750)
+        assert _owner_mode(run / link.directory) == expected, link
+        members = sorted(user_of[role] for role in link.clients)
+        assert sorted(grp.getgrnam(link.group).gr_mem) == members, link
     assert _owner_mode(home / "memory") == ("bx-memory", "bx-memory", 0o700)
     assert _owner_mode(home / "audit") == ("bx-broker", "bx-broker", 0o700)
     assert _owner_mode(home / "broker") == ("bx-broker", "bx-broker", 0o700)
@@ -194,13 +187,6 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     assert _owner_mode(etc / "loopd.toml") == ("root", "bx-loop", 0o640)
     assert _owner_mode(etc / "memoryd.toml") == ("root", "bx-memory", 0o640)
     assert _owner_mode(etc / "gatewayd.toml") == ("root", "bx-gateway", 0o640)
-    assert "bx-loop" in grp.getgrnam("bx-loop-broker").gr_mem
-    assert grp.getgrnam("bx-owner-broker").gr_mem == [OWNER]
-    assert grp.getgrnam("bx-loop-memory").gr_mem == ["bx-loop"]
-    assert grp.getgrnam("bx-broker-memory").gr_mem == ["bx-broker"]
-    assert grp.getgrnam("bx-owner-memory").gr_mem == [OWNER]
-    assert sorted(grp.getgrnam("bx-loop-clients").gr_mem) == sorted([OWNER, "bx-gateway"])
-    assert grp.getgrnam("bx-broker-gateway").gr_mem == ["bx-broker"]
     assert "user=bx-broker" in (etc / "supervisor.conf.d" / "brokerd.conf").read_text()
     assert "user=bx-memory" in (etc / "supervisor.conf.d" / "memoryd.conf").read_text()
     assert "\nuser=bx-gateway\n" in (etc / "supervisor.conf.d" / "gatewayd.conf").read_text()

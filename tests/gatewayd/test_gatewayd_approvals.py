@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 import pytest
 
-from boxmaker.brokerd.serve import now
 from boxmaker.core.audit_records import ApprovalAnswer, ApprovalEvent
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.messages import (
@@ -28,6 +27,7 @@ from boxmaker.core.messages import (
 )
 from boxmaker.gatewayd.config import GatewaydConfig, MattermostSection, PathsSection
 from boxmaker.gatewayd.serve import Gatewayd
+from boxmaker.ipc.shell import now
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
 from boxmaker.testing.homes import write_grant

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,13 +22,15 @@ import pytest
 from boxmaker.brokerd.descriptors import ConnectionCaps
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.decisions import DenyReason
-from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.errors import ErrorCode, ProtocolError, StartupError
+from boxmaker.core.links import LOOP_BROKER
 from boxmaker.core.messages import (
     ApprovalList,
     Approvals,
     DeniedResponse,
     Error,
     Ok,
+    Status,
     ToolRequest,
 )
 from boxmaker.ipc.server import (
@@ -65,9 +69,7 @@ def listening(path: Path) -> Iterator[socket.socket]:
 
 def rules(cap: int, timeout_s: float = REQUEST_TIMEOUT_S) -> SocketRules:
     """broker.sock's rules, accepting the approvals requests these tests send."""
-    return SocketRules(
-        "broker.sock", "brokerd", ("approvals",), cap, "see runbook.md#broker-busy", timeout_s
-    )
+    return SocketRules(replace(LOOP_BROKER, accepts=("approvals",)), cap, timeout_s)
 
 
 def connect(path: Path) -> socket.socket:
@@ -89,8 +91,7 @@ class Holding:
         self.release = threading.Event()
         self._lock = threading.Lock()
 
-    def __call__(self, conn: Connection) -> None:
-        conn.read_request()
+    def __call__(self, conn: Connection, _: Approvals) -> None:
         with self._lock:
             self.entered += 1
         self.release.wait(10)
@@ -121,7 +122,7 @@ def test_a_connection_over_the_cap_is_answered_unavailable_with_its_id(
 ) -> None:
     gated = Gated(listening)
     handler = Holding()
-    serve_forever(gated, rules(cap=2), handler, stopping)
+    serve_forever(gated, rules(cap=2), {Approvals: handler}, stopping)
     held = []
     for n in range(2):
         sock = connect(path)
@@ -175,15 +176,53 @@ def test_a_client_calling_again_while_the_last_call_is_closing_is_served(
     # refused for it, even at a cap of one
     caplog.set_level(logging.INFO, logger=LISTENER)
 
-    def lingering(conn: Connection) -> None:
-        conn.read_request()
+    def lingering(conn: Connection, _: Approvals) -> None:
         conn.send(Ok(), final=True)
         time.sleep(0.3)
 
-    serve_forever(listening, rules(cap=1), lingering, stopping)
+    serve_forever(listening, rules(cap=1), {Approvals: lingering}, stopping)
     for n in range(3):
         assert exchange(path, Approvals(), f"again-{n}")[-1].message == Ok()
     assert not [r for r in listener_records(caplog) if "connections_full" in r.getMessage()]
+
+
+def test_each_request_goes_to_the_handler_of_its_kind(
+    path: Path, listening: socket.socket, stopping: threading.Event
+) -> None:
+    two_kinds = SocketRules(replace(LOOP_BROKER, accepts=("approvals", "status")), 2)
+    seen: list[tuple[str, str]] = []
+
+    def approvals(conn: Connection, message: Approvals) -> None:
+        seen.append((message.kind, conn.request_id))
+        conn.send(ApprovalList(items=()), final=True)
+
+    def status(conn: Connection, message: Status) -> None:
+        seen.append((message.kind, conn.request_id))
+        conn.send(Ok(), final=True)
+
+    serve_forever(listening, two_kinds, {Approvals: approvals, Status: status}, stopping)
+    assert exchange(path, Status(), "s1")[-1].message == Ok()
+    assert exchange(path, Approvals(), "a1")[-1].message == ApprovalList(items=())
+    assert seen == [("status", "s1"), ("approvals", "a1")]
+
+
+@pytest.mark.parametrize(
+    ("handled", "why"),
+    [
+        pytest.param((), "no handler for approvals", id="accepted-not-handled"),
+        pytest.param(
+            (Approvals, Status),
+            "handlers for kinds it does not accept: status",
+            id="handled-not-accepted",
+        ),
+    ],
+)
+def test_a_socket_whose_handlers_are_not_its_kinds_does_not_start(
+    listening: socket.socket, stopping: threading.Event, handled: tuple[type, ...], why: str
+) -> None:
+    handlers = {kind: Holding() for kind in handled}
+    with pytest.raises(StartupError, match=re.escape(f"loop-broker/broker.sock: {why}")):
+        serve_forever(listening, rules(cap=1), handlers, stopping)
 
 
 def _request(request_id: str) -> bytes:
@@ -197,7 +236,7 @@ def test_a_client_that_sends_nothing_is_one_info_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
-    serve_forever(listening, rules(cap=2, timeout_s=0.2), Holding(), stopping)
+    serve_forever(listening, rules(cap=2, timeout_s=0.2), {Approvals: Holding()}, stopping)
     with connect(path) as idle:
 
         def logged() -> bool:
@@ -220,7 +259,7 @@ def test_a_client_that_leaves_early_is_one_info_line(
     sent: bytes,
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
-    serve_forever(listening, rules(cap=2), Holding(), stopping)
+    serve_forever(listening, rules(cap=2), {Approvals: Holding()}, stopping)
     with connect(path) as leaving:
         leaving.sendall(sent)
 
@@ -260,7 +299,7 @@ def test_accept_failures_back_off_and_are_logged_once_without_a_traceback(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LISTENER)
     listening = FailingListening(6, stopping)
-    serve_forever(listening, rules(cap=2), Holding(), stopping)
+    serve_forever(listening, rules(cap=2), {Approvals: Holding()}, stopping)
     assert listening.done.wait(10)
     gaps = [b - a for a, b in zip(listening.attempts, listening.attempts[1:], strict=False)]
     # 10, 20, 40, 80, 160 ms at least: each wait at least the one before

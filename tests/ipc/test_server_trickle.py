@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,16 @@ from hypothesis import strategies as st
 from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.frames import FrameDecoder, encode_frame
+from boxmaker.core.links import OWNER_BROKER
 from boxmaker.core.messages import Approvals, Error, Ok, Status, decode_envelope
 from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
 
 DEADLINE_S = 0.3
 SLACK_S = 1.5  # a busy machine may be slow to schedule the accept or the close
-RULES = SocketRules("t.sock", "testd", ("approvals",), 16, "see runbook.md#broker-busy", DEADLINE_S)
+RULES = SocketRules(replace(OWNER_BROKER, socket="t.sock", accepts=("approvals",)), 16, DEADLINE_S)
 
 
-def answer_ok(conn: Connection) -> None:
-    conn.read_request()
+def answer_ok(conn: Connection, _: Approvals) -> None:
     conn.send(Ok(), final=True)
 
 
@@ -43,7 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = Path(tmp_path_factory.mktemp("trickle")) / "run" / "t.sock"
     listening = bind_socket(path)
     stopping = threading.Event()
-    serve_forever(listening, RULES, answer_ok, stopping)
+    serve_forever(listening, RULES, {Approvals: answer_ok}, stopping)
     yield path
     stopping.set()
     listening.close()

@@ -4,19 +4,25 @@ when idle or stopped, and a lead nobody can take."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.links import Link, Role
 from boxmaker.core.messages import Error, Ok, Status
+from boxmaker.core.runbook import Runbook
 from boxmaker.ipc import server
 from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
 from boxmaker.testing.sockets import exchange
 from boxmaker.testing.waiting import wait_until
 
-RULES = SocketRules("test.sock", "tester", ("status",), 4, "see runbook.md#broker-busy")
+
+def rules(name: str) -> SocketRules:
+    """A test link's rules: `name` of its own, since other tests' idle workers (named
+    after their sockets) live on."""
+    link = Link("t", name, Role.MEMORYD, (Role.OWNER,), "bx-t", ("status",), Runbook.MEMORYD_BUSY)
+    return SocketRules(link, 4)
 
 
 def workers(name: str = "test.sock") -> list[threading.Thread]:
@@ -26,15 +32,13 @@ def workers(name: str = "test.sock") -> list[threading.Thread]:
 def test_sequential_connections_reuse_one_worker(tmp_path: Path) -> None:
     seen: list[int] = []
 
-    def handle(conn: Connection) -> None:
-        conn.read_request()
+    def handle(conn: Connection, _: Status) -> None:
         seen.append(threading.get_ident())
         conn.send(Ok(), final=True)
 
     stopping = threading.Event()
     listening = bind_socket(tmp_path / "test.sock")
-    # a name of its own: other tests' idle workers (named after their sockets) live on
-    serve_forever(listening, replace(RULES, name="reuse.sock"), handle, stopping)
+    serve_forever(listening, rules("reuse.sock"), {Status: handle}, stopping)
     try:
         for n in range(20):
             answers = exchange(tmp_path / "test.sock", Status(), f"s{n}")
@@ -51,13 +55,12 @@ def test_sequential_connections_reuse_one_worker(tmp_path: Path) -> None:
 def test_an_idle_worker_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server, "IDLE_WORKER_S", 0.2)
 
-    def handle(conn: Connection) -> None:
-        conn.read_request()
+    def handle(conn: Connection, _: Status) -> None:
         conn.send(Ok(), final=True)
 
     stopping = threading.Event()
     listening = bind_socket(tmp_path / "test.sock")
-    serve_forever(listening, replace(RULES, name="idle.sock"), handle, stopping)
+    serve_forever(listening, rules("idle.sock"), {Status: handle}, stopping)
     try:
         exchange(tmp_path / "test.sock", Status(), "s1")
         # the thread that served s1 handed the lead to a second one: it alone stays
@@ -71,14 +74,13 @@ def test_an_idle_worker_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_a_stop_ends_the_leader_and_every_follower(tmp_path: Path) -> None:
     inside = threading.Barrier(4)
 
-    def handle(conn: Connection) -> None:
-        conn.read_request()
+    def handle(conn: Connection, _: Status) -> None:
         inside.wait(10)  # four served at once: four threads, then a fifth to lead
         conn.send(Ok(), final=True)
 
     stopping = threading.Event()
     listening = bind_socket(tmp_path / "test.sock")
-    serving = serve_forever(listening, replace(RULES, name="stop.sock"), handle, stopping)
+    serving = serve_forever(listening, rules("stop.sock"), {Status: handle}, stopping)
     try:
         calls = [
             threading.Thread(target=exchange, args=(tmp_path / "test.sock", Status(), f"s{n}"))
@@ -103,13 +105,13 @@ def test_a_lead_nobody_can_take_refuses_that_connection_and_leads_on(
 ) -> None:
     served: list[str] = []
 
-    def handle(conn: Connection) -> None:
-        served.append(conn.read_request().id)
+    def handle(conn: Connection, _: Status) -> None:
+        served.append(conn.request_id)
         conn.send(Ok(), final=True)
 
     stopping = threading.Event()
     listening = bind_socket(tmp_path / "test.sock")
-    serving = serve_forever(listening, replace(RULES, name="full.sock"), handle, stopping)
+    serving = serve_forever(listening, rules("full.sock"), {Status: handle}, stopping)
     try:
 
         def no_thread() -> None:

@@ -1,9 +1,9 @@
 """loopd.toml's context keys and the turn's budgets: `[model] context` (0 = what fits) and
 `memory_mib`, `[turn] compact_at`, `summary_tokens` and `keep_turns`, validated in
-`boxmaker.loopd.config`, resolved at start (`main.resolve_context`, `core.context_fit`)
+`boxmaker.loopd.config`, resolved at start (`startup.resolve_context`, `core.context_fit`)
 from the metadata the probe child read (`loopd.probe`; remembered with a passed probe,
 `loopd.probe_cache`), and handed to the turn loop (`main.turn_limits`) and to the model
-(`main.load_model`).
+(`startup.load_model`).
 
 The real pieces, where a test needs them: the embedded model's file (its metadata, read
 as loopd reads it, the vocabulary loaded alone), a full load of it, and `loopd probe`
@@ -24,13 +24,14 @@ import pytest
 import tomli_w
 
 from boxmaker.core.errors import ConfigError, StartupError
-from boxmaker.loopd import main, probe_cache
+from boxmaker.loopd import probe_cache, startup
 from boxmaker.loopd.config import LoopdConfig, load_config
-from boxmaker.loopd.main import load_model, resolve_context, turn_limits
+from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.model import CPU_ONLY, embedded_model_path
 from boxmaker.loopd.placement import from_argument
 from boxmaker.loopd.probe import METADATA, REFUSED, ProbeResult, judge, probe_command
 from boxmaker.loopd.probe_cache import record_path, remember, remembered_metadata
+from boxmaker.loopd.startup import load_model, resolve_context
 from boxmaker.testing.llama import require_llama_cpp
 
 MIB = 1024 * 1024
@@ -253,17 +254,17 @@ def test_serve_resolves_from_the_remembered_metadata_and_probes_again_for_new_se
         children.append(command)
         return ProbeResult(4, 0.5, None, metadata=GEMMA3_270M)
 
-    monkeypatch.setattr(main, "run_probe", run_probe)
+    monkeypatch.setattr(startup, "run_probe", run_probe)
     config = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 100}})
-    main.probe(config, again=False)
-    remembered = main.probe(config, again=False)
+    startup.probe(config, again=False)
+    remembered = startup.probe(config, again=False)
     assert len(children) == 1
     assert resolve_context(config, remembered.metadata).context == 5632
     other = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 200}})
-    main.probe(other, again=False)  # another memory_mib may be another context
+    startup.probe(other, again=False)  # another memory_mib may be another context
     assert len(children) == 2
     monkeypatch.setattr(probe_cache, "PROBE_CODE", ("boxmaker.core.offload",))
-    main.probe(other, again=False)  # other rules of what fits: probe again
+    startup.probe(other, again=False)  # other rules of what fits: probe again
     assert len(children) == 3
 
 

@@ -11,7 +11,6 @@ import pytest
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.errors import StartupError
 from boxmaker.core.sanitize import neutralise
-from boxmaker.loopd.main import check_tags
 from boxmaker.loopd.markers import (
     CONTROL,
     USER_DEFINED,
@@ -23,6 +22,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
 )
 from boxmaker.loopd.model import LlamaModel
+from boxmaker.loopd.startup import check_tags
 
 L, R = "<", ">"
 NORMAL = 1 << 2

@@ -18,6 +18,7 @@ import pytest
 from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
+from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_format, self_test
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
@@ -164,5 +165,7 @@ def test_turn_tags_in_owner_text_and_tool_results_reach_the_model_as_ordinary_to
             assert prompt[at + 1 : at + 1 + len(newline)] == newline, at
             assert prompt[at + 1 + len(newline)] == start_of_turn, at
     text = llama.detokenize(prompt)
-    assert hostile_result in text
-    assert hostile_owner in text
+    assert hostile_result in text  # written to the log raw: only the tokenizer stands
+    # the owner's text is neutralised first, as in production (003 section 8), and
+    # whatever is left of it is ordinary tokens too
+    assert neutralise(hostile_owner, GEMMA.markers).text in text

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import StartupError
-from boxmaker.loopd import main, probe_cache
+from boxmaker.loopd import probe_cache, startup
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.probe import ProbeResult
 from boxmaker.loopd.probe_cache import probe_key, record_path, remember, remembered
@@ -87,15 +87,15 @@ def test_serve_skips_the_child_only_for_a_remembered_pass(
         children.append(command)
         return ProbeResult(4, 0.5, None)
 
-    monkeypatch.setattr(main, "run_probe", run_probe)
-    main.probe(config, again=False)  # nothing remembered: the child runs
+    monkeypatch.setattr(startup, "run_probe", run_probe)
+    startup.probe(config, again=False)  # nothing remembered: the child runs
     assert len(children) == 1
-    assert main.probe(config, again=False) == ProbeResult(4, 0.0, None)  # remembered
+    assert startup.probe(config, again=False) == ProbeResult(4, 0.0, None)  # remembered
     assert len(children) == 1
-    main.probe(config)  # `loopd probe` always runs it
+    startup.probe(config)  # `loopd probe` always runs it
     assert len(children) == 2
     library.write_bytes(b"\x7fELF rebuilt")
-    main.probe(config, again=False)  # the build changed: probe again
+    startup.probe(config, again=False)  # the build changed: probe again
     assert len(children) == 3
 
 
@@ -103,10 +103,10 @@ def test_a_failed_probe_is_never_remembered(
     config: LoopdConfig, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        main, "run_probe", lambda command, timeout_s=0: ProbeResult(0, 0.1, "crashed; see x")
+        startup, "run_probe", lambda command, timeout_s=0: ProbeResult(0, 0.1, "crashed; see x")
     )
     with pytest.raises(StartupError, match="crashed"):
-        main.probe(config, again=False)
+        startup.probe(config, again=False)
     assert not record_path(config.home).exists()
 
 

@@ -41,9 +41,9 @@ from boxmaker.core.reasoning import ReasoningMarkers
 from boxmaker.core.tool_calls import CallSyntax
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect, self_test
-from boxmaker.loopd.main import check_tags, load_model
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
+from boxmaker.loopd.startup import check_tags, load_model
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp

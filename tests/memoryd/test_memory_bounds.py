@@ -60,7 +60,7 @@ class Served:
             MemoryCall(
                 session="chat-1",
                 call="c1",
-                tool=tool,  # type: ignore[arg-type]
+                tool=tool,
                 arguments=json.dumps(arguments, separators=(",", ":")),
                 taint=DataClass.PRIVATE,
                 untrusted=False,

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args
 
 import pytest
 
@@ -16,7 +15,6 @@ from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
 from boxmaker.core.messages import (
-    MEMORY_TOOLS,
     BlockSpan,
     Envelope,
     Error,
@@ -26,7 +24,6 @@ from boxmaker.core.messages import (
     MemoryCall,
     MemoryLog,
     MemoryLogReply,
-    MemoryTool,
     Message,
     Ok,
     Reindex,
@@ -75,7 +72,7 @@ class Served:
             MemoryCall(
                 session="chat-1",
                 call="c1",
-                tool=tool,  # type: ignore[arg-type]
+                tool=tool,
                 arguments=json.dumps(arguments, separators=(",", ":")),
                 taint=DataClass.PRIVATE,
                 untrusted=untrusted,
@@ -265,7 +262,7 @@ def test_arguments_that_do_not_parse_fail_with_one_line(
         MemoryCall(
             session="chat-1",
             call="c1",
-            tool=tool,  # type: ignore[arg-type]
+            tool=tool,
             arguments=arguments,
             taint=DataClass.PRIVATE,
             untrusted=False,
@@ -313,7 +310,3 @@ def test_memory_log_answers_the_last_journal_lines(served: Served) -> None:
     everything = served.owner(MemoryLog(limit=1000))
     assert isinstance(everything, MemoryLogReply)
     assert len(everything.lines) == 3
-
-
-def test_the_memory_tools_tuple_matches_the_wire_literal() -> None:
-    assert get_args(MemoryTool) == MEMORY_TOOLS

@@ -23,7 +23,8 @@ import pytest
 
 from boxmaker.core.addresses import is_public_address
 from boxmaker.sandbox.egress import EgressProxy, Verdict
-from boxmaker.sandbox.resolvers import MappedResolver, PublicResolver, Resolver
+from boxmaker.sandbox.resolvers import PublicResolver, Resolver
+from boxmaker.testing.resolvers import MappedResolver
 from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
 
@@ -316,16 +317,6 @@ def test_public_resolver_allows_only_public_addresses(address: str, allowed: boo
     assert is_public_address(address) is allowed
 
 
-def test_mapped_resolver_resolves_only_mapped_names() -> None:
-    resolver = MappedResolver({"allowed.test": "127.0.0.1"}, port=8443)
-    assert resolver.resolve("allowed.test") == ["127.0.0.1"]
-    assert resolver.port == 8443
-    with pytest.raises(OSError, match="not in the test address map"):
-        resolver.resolve("other.test")
-    assert resolver.allows("127.0.0.1")
-    assert not resolver.allows("127.0.0.2")
-
-
 def test_a_name_on_the_list_but_not_in_the_map_does_not_resolve(
     proxy_for: Callable[..., EgressProxy], https: LocalHttps
 ) -> None:
@@ -423,6 +414,67 @@ def test_malformed_input_is_dropped_and_the_proxy_still_serves(
                 got += chunk
     assert got == answer
     assert fetch(proxy, "allowed.test", https.ca) == "hello from allowed.test"
+
+
+class _Recorder:
+    """A plain TCP server on 127.0.0.1: the bytes of its one connection, up to EOF."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(TIMEOUT)
+        self.port: int = self._listener.getsockname()[1]
+        self._got = b""
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self._listener.accept()
+        with conn:
+            conn.settimeout(TIMEOUT)
+            while chunk := conn.recv(65536):
+                self._got += chunk
+
+    def received(self) -> bytes:
+        """Everything the connection carried, once it has closed."""
+        self._thread.join(TIMEOUT)
+        assert not self._thread.is_alive()
+        return self._got
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def recorder() -> Iterator[_Recorder]:
+    server = _Recorder()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize(
+    ("cap", "late", "upstream_gets"),
+    [(None, b"and late", b"early and late"), (4, b"", b"")],
+    ids=["relayed", "over-cap"],
+)
+def test_bytes_sent_past_the_request_go_upstream_first_and_count(
+    proxy_for: Callable[..., EgressProxy],
+    recorder: _Recorder,
+    cap: int | None,
+    late: bytes,
+    upstream_gets: bytes,
+) -> None:
+    limits = {} if cap is None else {"max_relay_bytes": cap}
+    resolver = MappedResolver({"allowed.test": "127.0.0.1"}, port=recorder.port)
+    proxy = proxy_for(("allowed.test",), resolver, **limits)
+    with _open(proxy) as sock:
+        sock.sendall(b"\x05\x01\x00" + _request(3, _domain("allowed.test"), 443) + b"early ")
+        assert _recv_exact(sock, 12) == METHOD_OK + _reply(0x00)
+        if late:  # over the cap the proxy has hung up already
+            sock.sendall(late)
+            sock.shutdown(socket.SHUT_WR)  # which ends the relay
+        assert sock.recv(1) == b""
+    assert recorder.received() == upstream_gets
+    assert [e.verdict for e in proxy.events] == [Verdict.allowed]
 
 
 def test_a_slow_handshake_times_out(proxy_for: Callable[..., EgressProxy]) -> None:

@@ -1,0 +1,289 @@
+"""What `loopd serve` does before it binds loop.sock, and `loopd probe` and `loopd tags`.
+
+I/O: the model file (read, loaded here, or probed in a child process), the probe
+cache under `<home>` (`boxmaker.loopd.probe_cache`), a thread for the marker
+self-test's heavy part, and the log. `start_model`, in order:
+
+    1. the probe (`boxmaker.loopd.probe`): the model's metadata read, the model
+       loaded and a few tokens generated in a child process, so a build or model
+       that crashes is reported in one line instead of crashing loopd in a
+       restart loop; unless a probe passed before on this same build, model, CPU
+       and settings (`boxmaker.loopd.probe_cache`, whose record keeps the
+       metadata); `event=model_probed`;
+    2. the context, from the metadata (`boxmaker.core.context_fit`: `[model]
+       context`, 0 = the trained context bounded by what fits `[model]
+       memory_mib`; `event=context`, or refused in one line naming the key, by
+       the probe child before it loads any weight);
+    3. the heavy part of the marker self-test (`boxmaker.loopd.markers`,
+       docs/markers.md), on a vocabulary loaded alone, in a thread, while the
+       model loads; unless it passed before on this model;
+    4. the model loaded in this process (the embedded default unless `[model]
+       path` names another GGUF file), where the build and `[model]` put it
+       (`event=model_placed`);
+    5. its dialect (`boxmaker.loopd.dialects`: `event=dialect`) and the chat
+       format's self-test; then the marker self-test, whose pass is remembered.
+
+Any of them failing is a StartupError: one line, with its runbook pointer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from boxmaker.core.chat_format import ChatFormat
+from boxmaker.core.context_fit import ContextFit, ContextFitError, fit_context
+from boxmaker.core.dialect import Dialect
+from boxmaker.core.errors import StartupError
+from boxmaker.core.offload import Offload
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.sampling import sampling_for
+from boxmaker.loopd.backend import read_backend
+from boxmaker.loopd.config import LoopdConfig
+from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_dialect, self_test
+from boxmaker.loopd.markers import (
+    Marker,
+    build_markers,
+    check_markers,
+    describe,
+    format_markers,
+    load_vocabulary,
+    marker_problems,
+    plain_user_defined,
+    unlisted,
+)
+from boxmaker.loopd.model import LlamaModel, embedded_model_path
+from boxmaker.loopd.placement import placement, plan, to_argument
+from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
+from boxmaker.loopd.probe_cache import (
+    TAGS_RECORD,
+    probe_key,
+    record_path,
+    remember,
+    remembered,
+    remembered_metadata,
+    tags_key,
+)
+
+log = logging.getLogger("loopd")
+
+TAGS_POINTER = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The model `start_model` loaded and checked, and what loopd serves it with."""
+
+    model: LlamaModel
+    chat_format: ChatFormat | Dialect
+    fit: ContextFit  # the context it resolved
+    placed: str  # where the model runs, as `event=model_placed` said
+
+
+def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> Loaded:
+    """Steps 1 to 5 above. `probe_argv` replaces the probe child's command (tests)."""
+    probed = probe(config, probe_argv, again=False)
+    log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
+    fit = resolve_context(config, probed.metadata)
+    tags_passed = tags_key(model_path(config))
+    remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
+    tags = None if remembered_tags else start_tag_check(config)  # while the model loads
+    backend = read_backend()
+    offload = plan(config, backend)
+    model = load_model(config, offload, fit)
+    placed = placement(backend, offload, model.offloaded)
+    log.info("event=model_placed %s", placed)
+    chat_format, chosen = choose_dialect(config, model)
+    model.show(chat_format.shown)
+    log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
+    problems = self_test(model, chat_format)
+    if problems:
+        raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
+    if tags is None:
+        log.info("event=markers_remembered %s", record_path(config.home, TAGS_RECORD))
+        check_required_tags(model, chat_format)
+    else:
+        check_tags(model, chat_format, tags)
+        try:
+            remember(config.home, tags_passed, len(model.markers), 0.0, TAGS_RECORD)
+        except OSError as exc:  # the next start checks again: slower, never weaker
+            log.warning("event=tags_not_remembered %s", exc)
+    return Loaded(model, chat_format, fit, placed)
+
+
+TagCheck = Future[tuple[tuple[Marker, ...], list[str]]]
+
+
+def start_tag_check(config: LoopdConfig) -> TagCheck:
+    """The heavy part of the marker self-test (`markers.marker_problems`: every marker
+    tokenized twice, about a second for Gemma's six thousand), on a vocabulary loaded
+    alone, in a thread: it runs while the model loads (llama.cpp lets go of the GIL)."""
+    path = model_path(config)
+
+    def work() -> tuple[tuple[Marker, ...], list[str]]:
+        vocabulary = load_vocabulary(path)
+        markers = build_markers(vocabulary)
+        plain = plain_user_defined(vocabulary, markers)
+        return markers, marker_problems(vocabulary, markers, plain)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tag-check")
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def check_tags(
+    model: LlamaModel, chat_format: ChatFormat | Dialect, started: TagCheck | None = None
+) -> None:
+    """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
+    one line naming the first few problems, when it fails. With `started`, its heavy
+    part is the one `start_tag_check` ran, for the same markers as the model's."""
+    required = format_markers(chat_format)
+    if started is None:
+        problems = check_markers(model, model.markers, required, model.plain_tokens)
+    else:
+        markers, heavy = started.result()
+        problems = unlisted(model.markers, required) + heavy
+        if markers != model.markers:
+            problems.append("the vocabulary read alone lists other markers than the model's")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise StartupError(
+            f"marker self-test failed: {'; '.join(problems[:3])}{more}; {TAGS_POINTER}"
+        )
+    log.info("event=markers_checked markers=%d", len(model.markers))
+
+
+def check_marker_list(config: LoopdConfig) -> int:
+    """`loopd probe`'s second half: the heavy part of the marker self-test on the
+    vocabulary alone, remembered when it passes (so `serve` need not run it again);
+    StartupError when it fails. How many markers there are."""
+    markers, problems = start_tag_check(config).result()
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise StartupError(
+            f"marker self-test failed: {'; '.join(problems[:3])}{more}; {TAGS_POINTER}"
+        )
+    try:
+        remember(config.home, tags_key(model_path(config)), len(markers), 0.0, TAGS_RECORD)
+    except OSError as exc:
+        log.warning("event=tags_not_remembered %s", exc)
+    return len(markers)
+
+
+def check_required_tags(model: LlamaModel, chat_format: ChatFormat | Dialect) -> None:
+    """The cheap part of the marker self-test, for a start whose heavy part is remembered
+    (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
+    problems = unlisted(model.markers, format_markers(chat_format))
+    if problems:
+        raise StartupError(f"marker self-test failed: {'; '.join(problems[:3])}; {TAGS_POINTER}")
+
+
+def print_tags(config: LoopdConfig) -> int:
+    """`loopd tags`: the model's markers, one a line (id, text as data, why)."""
+    markers = build_markers(load_vocabulary(model_path(config)))
+    for line in describe(markers):
+        print(line)
+    print(f"loopd: {len(markers)} markers")
+    return 0
+
+
+def model_path(config: LoopdConfig) -> Path:
+    path = Path(config.model.path) if config.model.path else embedded_model_path(config.home)
+    if not path.is_file():
+        raise StartupError(f"the model file {path} does not exist; check [model] path")
+    return path
+
+
+def resolve_context(config: LoopdConfig, metadata: Mapping[str, str] | None = None) -> ContextFit:
+    """The context loopd gives the model (`core.context_fit`), from its `metadata` (the
+    probe's; None: read now, in this process, the vocabulary loaded alone: after a
+    probe passed, or in tests), logged in one line (`event=context`); StartupError,
+    one line naming `[model] context` or `memory_mib`, when refused."""
+    if metadata is None:
+        metadata = load_vocabulary(model_path(config)).metadata
+    settings = config.model
+    try:
+        fit = fit_context(
+            metadata,
+            context=settings.context,
+            memory_mib=settings.memory_mib,
+            kv_type=settings.kv_type,
+        )
+    except ContextFitError as exc:
+        raise StartupError(str(exc)) from exc
+    log.info("event=context %s", fit.describe(settings.memory_mib))
+    return fit
+
+
+def probe(
+    config: LoopdConfig, command: Sequence[str] | None = None, *, again: bool = True
+) -> ProbeResult:
+    """The model probe in a child process, at the context it resolves as loopd does;
+    StartupError if the model crashed or said nothing, or the context cannot be
+    honoured. With `again` false, a probe that passed before on this same build,
+    model, CPU and settings (`loopd.probe_cache`) stands, with the metadata it
+    recorded, and no child runs. `command` (tests) replaces the child and is never
+    remembered."""
+    path = model_path(config)
+    offload = plan(config)
+    settings = config.model
+    asked = f"context={settings.context} memory_mib={settings.memory_mib}"
+    key = (
+        None
+        if command is not None
+        else probe_key(path, settings.threads, f"{asked} {to_argument(offload)}")
+    )
+    if key is not None and not again:
+        passed = remembered(config.home, key)
+        if passed is not None:
+            log.info("event=model_probe_remembered %s", record_path(config.home))
+            return ProbeResult(passed[0], 0.0, None, metadata=remembered_metadata(config.home, key))
+    result = run_probe(
+        command
+        if command is not None
+        else probe_command(path, settings.threads, settings.context, settings.memory_mib, offload)
+    )
+    if result.problem is not None:
+        raise StartupError(result.problem)
+    if key is not None:
+        try:
+            remember(config.home, key, result.tokens, result.seconds, metadata=result.metadata)
+        except OSError as exc:  # the next start probes again: slower, never weaker
+            log.warning("event=probe_not_remembered %s", exc)
+    return result
+
+
+def load_model(
+    config: LoopdConfig, offload: Offload | None = None, fit: ContextFit | None = None
+) -> LlamaModel:
+    """The model of `config`, loaded here with `offload` (None: planned now) at the
+    context of `fit` (None: resolved now), its saved sessions within what `fit` leaves
+    of `[model] memory_mib`."""
+    path = model_path(config)
+    if fit is None:
+        fit = resolve_context(config)
+    settings = config.model
+    owner = partial(
+        sampling_for,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        repeat_penalty=settings.repeat_penalty,
+    )
+    model = LlamaModel(
+        path,
+        context=fit.context,
+        threads=settings.threads,
+        seed=settings.seed,
+        sampling=owner(None),
+        offload=plan(config) if offload is None else offload,
+        saved_bytes=fit.saved_bytes,
+    )
+    model.sampling = owner(model.architecture)  # the family's, once known
+    return model
