@@ -51,6 +51,7 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState
+from boxmaker.core.sanitize import word_pass
 from boxmaker.core.sanitize.flagging import flag_rule, prepare
 from boxmaker.core.timestamps import add_ms
 from boxmaker.ipc.server import Connection
@@ -76,6 +77,13 @@ class BrokerHandler:
     def __post_init__(self) -> None:
         # the flag rules' tables, built beside the start rather than by the first result
         threading.Thread(target=prepare, name="flag-tables", daemon=True).start()
+        if not word_pass.compiled():
+            log.warning(
+                "event=flag_rules_in_python the flag rules' C pass was not built when"
+                " boxmaker was installed: each tool result takes several times as long"
+                " to check; install a C compiler and Python's headers (Debian:"
+                " build-essential python3-dev), then reinstall boxmaker"
+            )
 
     def __call__(self, conn: Connection, request: ToolRequest) -> None:
         """broker.sock's one kind (`core.links.LOOP_BROKER`): a tool call, decided and run."""

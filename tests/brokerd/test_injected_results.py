@@ -190,3 +190,31 @@ def test_the_answer_to_an_injected_read_is_marked_untrusted(
     assert state.untrusted_by == UntrustedBy(
         session=SESSION, call="r1", tool="read_file", rule="instruction-phrase"
     )
+
+
+def test_without_the_c_pass_brokerd_says_so_and_labels_the_same(
+    tmp_path: Path,
+    places: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An install without the C module (`word_pass.compiled()` false): the flag rules
+    take the Python pass, find the same, and brokerd's start says what to install."""
+    from boxmaker.core.sanitize import flagging, word_pass
+
+    python_pass = word_pass.WordPass.of(flagging._all_needs().vocabulary, use_c=False)
+    monkeypatch.setattr(word_pass, "compiled", lambda: False)
+    monkeypatch.setattr(flagging, "_word_pass", lambda: python_pass)
+    grants = tmp_path / "grants"
+    write_grant(grants, "notes-read", tool="read_file", paths=[str(places["notes"])])
+    with running_brokerd(tmp_path, runtime=RecordingRuntime()) as brokerd:
+        mail = read_through(brokerd, places, MAIL)
+        arguments = json.dumps({"path": str(mail)})
+        request = ToolRequest(session=SESSION, call="r1", tool="read_file", arguments=arguments)
+        answer = brokerd.tool(request, "r1")[-1].message
+        (read,) = results(brokerd)
+    assert isinstance(answer, ResultResponse)
+    assert answer.untrusted
+    assert read.flag == "ignore-instructions"
+    (said,) = [r.message for r in caplog.records if "event=flag_rules_in_python" in r.message]
+    assert "python3-dev" in said

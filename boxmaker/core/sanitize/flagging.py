@@ -29,10 +29,11 @@ from itertools import chain
 from typing import NamedTuple
 
 from boxmaker.core.sanitize.findings import Action, Finding, printable
-from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys, tokens_of
+from boxmaker.core.sanitize.flag_literals import AllNeeds, Keys
 from boxmaker.core.sanitize.flag_patterns import PATTERNS, FlagPattern
 from boxmaker.core.sanitize.normalisation import Normalised, fold, normalise
 from boxmaker.core.sanitize.secret_prefixes import redact
+from boxmaker.core.sanitize.word_pass import WordPass
 
 REACH = 32  # how far past a window a free pattern's match may run (its longest is less)
 
@@ -250,12 +251,17 @@ def _all_needs() -> AllNeeds:
     return AllNeeds.of(PATTERNS)  # (once: a tuple of patterns is slow to hash)
 
 
+@cache
+def _word_pass() -> WordPass:
+    return WordPass.of(_all_needs().vocabulary)
+
+
 def prepare() -> None:
     """Build what `flag_rule` builds once (the folding table, every pattern's `Needs`
-    and `Keys`, the joined regexes): brokerd calls it at start, so that no tool call
-    waits for it (about a second on a busy machine)."""
+    and `Keys`, the joined regexes, the word pass): brokerd calls it at start, so
+    that no tool call waits for it (about a second on a busy machine)."""
     fold("")
-    _all_needs()
+    _word_pass()("")
     for pattern in PATTERNS:
         Keys.of(pattern)
         _joined(pattern)
@@ -266,12 +272,13 @@ def flag_rule(text: str) -> str | None:
     that fires), or None when nothing fires: whether `flag` finds anything, without
     the excerpts, and stopping at the first. brokerd labels a tool result by it.
 
-    The fast path: the whole text folded at once (`fold`, the text `normalise`
+    The fast path: the whole text folded at once, and its words that any `Needs`
+    holds found in the same pass (`word_pass`; `fold` gives the text `normalise`
     gives without its map back, built only for a pattern with an `original`), a
     pattern whose `Needs` the text does not meet skipped without running it, and an
     anchor with `Keys` searched for only around them (`anchors`)."""
-    folded = fold(text)
-    met = _all_needs().met(folded, tokens_of(folded))
+    folded, words = _word_pass()(text)
+    met = _all_needs().met(folded, words)
     windows = _Windows(folded)
     normalised: Normalised | None = None
     for pattern, needed in zip(PATTERNS, met, strict=True):
