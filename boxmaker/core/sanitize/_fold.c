@@ -319,9 +319,11 @@ static PyObject *fold_words(PyObject *self, PyObject *args) {
     if (v == NULL) {
         return NULL;
     }
-    if (PyUnicode_READY(text) < 0) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) { /* a legacy string's canonical form (3.11) */
         return NULL;
     }
+#endif
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
