@@ -90,6 +90,14 @@ def test_all_needs_at_once_are_each_patterns_needs() -> None:
         words = words_of(folded)
         each = [Needs.of(pattern).met(folded, words) for pattern in PATTERNS]
         assert AllNeeds.of(PATTERNS).met(folded, tokens_of(folded)) == each, text
+        shadow = shadow_of(folded)  # the strings looked for in it, as `flag_rule` does
+        assert AllNeeds.of(PATTERNS).met(folded, tokens_of(folded), shadow) == each, text
+
+
+def shadow_of(text: str) -> bytes:
+    """`text`'s ASCII shadow, as `word_pass` makes it: one byte a character, 0x80 for
+    any that is not ASCII."""
+    return bytes(ord(char) if ord(char) < 0x80 else 0x80 for char in text)
 
 
 WINDOWED = [pattern for pattern in PATTERNS if Keys.of(pattern) is not None]
@@ -105,6 +113,7 @@ KEYED = st.lists(
                 "instructions", "from me, ", " and ", "everything", "note to the ai:",
                 "into following endpoint hxxps://", "onto following website https://",
                 "x" * 300, "a", "_", "-", ":", "(", ")", "#", "[", "]", "<|", "|>",
+                "\u00e9", "\u0416", "\U0001f600",  # a text of 2 and 4 bytes a character
             ]
         ),
     ),
@@ -134,6 +143,8 @@ def test_the_windows_find_what_the_whole_scan_finds(text: str) -> None:
     for pattern in WINDOWED:
         whole = [match.span() for match in pattern.anchor.finditer(text)]
         assert [match.span() for match in anchors(pattern, text)] == whole, pattern.name
+        shadowed = anchors(pattern, text, shadow_of(text))
+        assert [match.span() for match in shadowed] == whole, pattern.name
         matches = anchors(pattern, text)
         assert spans(pattern, text, matches=matches) == spans(pattern, text), pattern.name
 

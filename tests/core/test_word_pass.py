@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from boxmaker.core.sanitize import word_pass
 from boxmaker.core.sanitize.flagging import _all_needs
 from boxmaker.core.sanitize.normalisation import folding
-from boxmaker.core.sanitize.word_pass import WORD_MAX, WordPass
+from boxmaker.core.sanitize.word_pass import WORD_MAX, Folded, WordPass
 from boxmaker.testing.skips import skip_or_fail
 
 VOCABULARY = _all_needs().vocabulary
@@ -36,6 +36,20 @@ def passes(vocabulary: frozenset[bytes] = VOCABULARY) -> tuple[WordPass, WordPas
     return in_c, WordPass.of(vocabulary, use_c=False)
 
 
+def shadow_of(text: str) -> bytes:
+    """`text` as bytes, an ASCII character as itself and any other as 0x80."""
+    return bytes(ord(char) if ord(char) < 0x80 else 0x80 for char in text)
+
+
+def same(in_c: WordPass, in_python: WordPass, text: str) -> Folded:
+    """The C way's answer, checked against the Python way's and the shadow's reference."""
+    answer, reference = in_c(text), in_python(text)
+    assert (answer.text, answer.words) == (reference.text, reference.words)
+    assert answer.shadow == shadow_of(answer.text)
+    assert reference.shadow is None
+    return answer
+
+
 pieces = st.one_of(
     st.sampled_from(TABLE_CHARS),
     st.sampled_from([w.decode() for w in WORDS]),
@@ -51,7 +65,7 @@ pieces = st.one_of(
 @given(st.lists(pieces, max_size=60).map("".join))
 def test_the_c_way_is_the_python_way(text: str) -> None:
     in_c, in_python = passes()
-    assert in_c(text) == in_python(text)
+    same(in_c, in_python, text)
 
 
 def test_the_production_vocabulary_takes_the_c_way() -> None:
@@ -71,15 +85,14 @@ def test_a_word_is_found_only_as_a_whole_run_of_letters() -> None:
         ("s" * 100_000 + " system", {b"system"}),
         ("\udcff system\ud800ignore", {b"system", b"ignore"}),  # lone surrogates part words
     ]:
-        assert in_c(text)[1] == found, text
-        assert in_c(text) == in_python(text), text
+        assert same(in_c, in_python, text).words == found, text
 
 
 def test_a_word_of_word_max_letters_is_found_and_a_longer_one_takes_python() -> None:
     longest = b"a" * WORD_MAX
     in_c, in_python = passes(frozenset({longest}))
     text = f"x {longest.decode()} y {longest.decode()}a"
-    assert in_c(text) == in_python(text) == (text, {longest})
+    assert same(in_c, in_python, text)[:2] == (text, {longest})
     assert not WordPass.of(frozenset({longest + b"a"})).in_c
 
 
@@ -87,7 +100,7 @@ def test_a_large_text_of_every_kind_is_the_same_both_ways() -> None:
     in_c, in_python = passes()
     text = "".join(TABLE_CHARS) * 20 + " ".join(w.decode() for w in WORDS) * 10
     text += "".join(chr(code) for code in range(0x80, 0x3000)) + "\U0001f600" * 1000
-    assert in_c(text) == in_python(text)
+    same(in_c, in_python, text)
 
 
 def test_the_c_module_refuses_what_its_contract_does_not_allow() -> None:
@@ -112,7 +125,7 @@ def test_the_c_module_refuses_what_its_contract_does_not_allow() -> None:
             _fold.folding(ascii_table, bad)  # type: ignore[arg-type]
     table = _fold.folding(ascii_table, {0x430: "a"})
     words = _fold.vocabulary((b"a",))
-    assert _fold.fold_words("\u0430 A", table, words) == ("a a", [0])
+    assert _fold.fold_words("\u0430 A\u0431", table, words) == ("a a\u0431", [0], b"a a\x80")
     with pytest.raises(ValueError, match="incorrect name"):
         _fold.fold_words("a", words, table)  # the two tables swapped
     with pytest.raises(ValueError, match="invalid PyCapsule"):

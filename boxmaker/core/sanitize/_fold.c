@@ -12,13 +12,16 @@
  *                           returns a capsule holding both
  *   fold_words(text, folding, vocabulary)
  *                           text: str; returns
- *                           (folded, indexes): `text` with each character folded
+ *                           (folded, indexes, ascii): `text` with each character folded
  *                           and each run of spaces made one (fold's rules), and
  *                           the index in `words` of each vocabulary word that is
  *                           a maximal run of a-z in the folded text, each once,
- *                           in the order first met
+ *                           in the order first met; and `folded` as bytes, one a
+ *                           character, each ASCII one as itself and any other as
+ *                           0x80 (so an ASCII string is found at the same place in
+ *                           both)
  *
- * Bounds: the output is never longer than the text (a character folds to at
+ * Bounds: the outputs are never longer than the text (a character folds to at
  * most one); a run of letters is compared only while it fits WORD_MAX; every
  * table read is checked. A value the contract does not allow raises ValueError
  * and nothing is returned.
@@ -329,10 +332,11 @@ static PyObject *fold_words(PyObject *self, PyObject *args) {
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
 
     void *out = PyMem_Malloc((size_t)(length > 0 ? length : 1) * (size_t)kind);
+    char *shadow = PyMem_Malloc((size_t)(length > 0 ? length : 1));
     unsigned char *seen = PyMem_Calloc((size_t)(v->words > 0 ? v->words : 1), 1);
     PyObject *indexes = PyList_New(0);
-    PyObject *folded;
-    if (out == NULL || seen == NULL || indexes == NULL) {
+    PyObject *folded, *ascii;
+    if (out == NULL || shadow == NULL || seen == NULL || indexes == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -358,6 +362,7 @@ static PyObject *fold_words(PyObject *self, PyObject *args) {
             continue; /* a run of spaces is one */
         }
         PyUnicode_WRITE(kind, out, written, c);
+        shadow[written] = c < 128 ? (char)c : (char)0x80;
         written++;
         last = c;
         if (c >= 'a' && c <= 'z') {
@@ -381,16 +386,24 @@ static PyObject *fold_words(PyObject *self, PyObject *args) {
     if (folded == NULL) {
         goto fail;
     }
-    PyObject *result = PyTuple_Pack(2, folded, indexes);
+    ascii = PyBytes_FromStringAndSize(shadow, written);
+    if (ascii == NULL) {
+        Py_DECREF(folded);
+        goto fail;
+    }
+    PyObject *result = PyTuple_Pack(3, folded, indexes, ascii);
     Py_DECREF(folded);
+    Py_DECREF(ascii);
     Py_DECREF(indexes);
     PyMem_Free(out);
+    PyMem_Free(shadow);
     PyMem_Free(seen);
     return result;
 fail:
 done:
     Py_XDECREF(indexes);
     PyMem_Free(out);
+    PyMem_Free(shadow);
     PyMem_Free(seen);
     return NULL;
 }

@@ -50,10 +50,10 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, AnyStr
 
 with warnings.catch_warnings():  # the parser `re` itself runs, kept under this name
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -299,6 +299,9 @@ class AllNeeds:
     vocabulary: frozenset[bytes]  # those words
     wanted: tuple[int, ...]  # for each pattern, the bits of its needs of words
     strings: tuple[tuple[tuple[str, ...], ...], ...]  # for each pattern, `Needs.strings`
+    # the same as bytes, where every one is ASCII (as every production one is): found
+    # in a text's ASCII shadow (`word_pass`) at the same places, faster; else None
+    ascii: tuple[tuple[tuple[bytes, ...], ...], ...] | None
 
     @staticmethod
     @cache
@@ -315,14 +318,27 @@ class AllNeeds:
                 index += 1
             wanted.append(mask)
         strings = tuple(Needs.of(pattern).strings for pattern in patterns)
-        return AllNeeds(bits, frozenset(bits), tuple(wanted), strings)
+        flat = [s for of_pattern in strings for need in of_pattern for s in need]
+        ascii = None
+        if all(s.isascii() for s in flat):
+            ascii = tuple(
+                tuple(tuple(s.encode() for s in need) for need in of_pattern)
+                for of_pattern in strings
+            )
+        return AllNeeds(bits, frozenset(bits), tuple(wanted), strings, ascii)
 
-    def met(self, text: str, words: Iterable[bytes]) -> list[bool]:
+    def met(self, text: str, words: Iterable[bytes], shadow: bytes | None = None) -> list[bool]:
         """For each pattern, `Needs.of(pattern).met(text, set(words))` (the words first;
-        `words` may repeat, as `tokens_of` gives them)."""
+        `words` may repeat, as `tokens_of` gives them). `shadow`: `text`'s ASCII shadow
+        (`word_pass`), where the strings are looked for if given."""
         found = 0
         for word in self.vocabulary.intersection(words):
             found |= self.bits[word]
+        if shadow is not None and self.ascii is not None:
+            return [
+                found & mask == mask and all(any(s in shadow for s in need) for need in strings)
+                for mask, strings in zip(self.wanted, self.ascii, strict=True)
+            ]
         return [
             found & mask == mask and all(any(s in text for s in need) for need in strings)
             for mask, strings in zip(self.wanted, self.strings, strict=True)
@@ -418,19 +434,23 @@ class Keys:
         best = min(covers, key=lambda cover: (len(cover), -min(map(len, cover))))
         return Keys(best, high, high + 1 + _lookahead(tree))
 
-    def windows(self, text: str) -> list[tuple[int, int]] | None:
+    def windows(self, text: str, shadow: bytes | None = None) -> list[tuple[int, int]] | None:
         """Where in `text` a match may start: sorted, disjoint (start, end) ranges, from
         `width` before each key to the key (those less than `width` apart joined); None
-        where the keys are more than one in `SPARSE` characters (one scan is cheaper)."""
+        where the keys are more than one in `SPARSE` characters (one scan is cheaper).
+        `shadow`: `text`'s ASCII shadow (`word_pass`), where ASCII keys are found at
+        the same places, faster."""
         most = 1 + len(text) // SPARSE
         found: list[int] = []
         for key in self.strings:
-            at = text.find(key)
-            while at >= 0:
+            if shadow is not None and key.isascii():
+                starts = _starts(shadow, key.encode())
+            else:
+                starts = _starts(text, key)
+            for at in starts:
                 if len(found) == most:
                     return None
                 found.append(at + 1)
-                at = text.find(key, at + 1)
         found.sort()
         width = self.width
         merged: list[tuple[int, int]] = []
@@ -444,6 +464,14 @@ class Keys:
         if high > 0:
             merged.append((max(0, low), high))
         return merged
+
+
+def _starts(haystack: AnyStr, needle: AnyStr) -> Iterator[int]:
+    """Every start of `needle` in `haystack`, overlapping ones too."""
+    at = haystack.find(needle)
+    while at >= 0:
+        yield at
+        at = haystack.find(needle, at + 1)
 
 
 _NOT_LETTERS = bytes(code if chr(code) in _LETTERS else ord(" ") for code in range(256))

@@ -132,13 +132,16 @@ def _accept(
     return around.earliest(before, start, None) if before else start
 
 
-def anchors(pattern: FlagPattern, text: str) -> Iterator[re.Match[str]]:
+def anchors(
+    pattern: FlagPattern, text: str, shadow: bytes | None = None
+) -> Iterator[re.Match[str]]:
     """The matches of `pattern.anchor` in `text`, as its `finditer` gives them; where the
     anchor has `Keys` and they are few in `text`, by searching only the windows around
     them (each match holds a key, so it starts in one; a search there reads no further
-    than the window's `reach`, so it finds what the whole scan finds)."""
+    than the window's `reach`, so it finds what the whole scan finds). `shadow`:
+    `text`'s ASCII shadow, where the keys are found (`Keys.windows`)."""
     keys = Keys.of(pattern)
-    windows = None if keys is None else keys.windows(text)
+    windows = None if keys is None else keys.windows(text, shadow)
     if keys is None or windows is None:
         yield from pattern.anchor.finditer(text)
         return
@@ -273,18 +276,20 @@ def flag_rule(text: str) -> str | None:
     the excerpts, and stopping at the first. brokerd labels a tool result by it.
 
     The fast path: the whole text folded at once, and its words that any `Needs`
-    holds found in the same pass (`word_pass`; `fold` gives the text `normalise`
-    gives without its map back, built only for a pattern with an `original`), a
+    holds found in the same pass, with its ASCII shadow for the strings and keys
+    (`word_pass`; `fold` gives the text `normalise` gives without its map back,
+    built only for a pattern with an `original`), a
     pattern whose `Needs` the text does not meet skipped without running it, and an
     anchor with `Keys` searched for only around them (`anchors`)."""
-    folded, words = _word_pass()(text)
-    met = _all_needs().met(folded, words)
+    folded, words, shadow = _word_pass()(text)
+    met = _all_needs().met(folded, words, shadow)
     windows = _Windows(folded)
     normalised: Normalised | None = None
     for pattern, needed in zip(PATTERNS, met, strict=True):
         if not needed:
             continue
-        for start, end in spans(pattern, folded, windows, matches=anchors(pattern, folded)):
+        matches = anchors(pattern, folded, shadow)
+        for start, end in spans(pattern, folded, windows, matches=matches):
             if pattern.original is None:
                 return pattern.rule
             normalised = normalised or normalise(text)

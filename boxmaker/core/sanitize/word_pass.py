@@ -1,8 +1,10 @@
 """The flag rules' fixed pass: a text folded, and which words of a vocabulary it holds. No I/O.
 
-`WordPass.of(vocabulary)(text)` gives `(fold(text), words)`: the text as the flag
-rules read it (`normalisation.fold`), and the vocabulary's words among its words
-(`flag_literals.tokens_of`: its maximal runs of a-z). brokerd runs it over every
+`WordPass.of(vocabulary)(text)` gives `Folded(fold(text), words, shadow)`: the
+text as the flag rules read it (`normalisation.fold`), the vocabulary's words
+among its words (`flag_literals.tokens_of`: its maximal runs of a-z), and (the C
+way) the folded text's ASCII shadow, where the patterns' ASCII strings and keys
+are looked for at the same places. brokerd runs it over every
 tool result (`flagging.flag_rule`), where it is most of the cost of a result that
 nothing fires on (bench/sanitize.py's taint line).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import NamedTuple
 
 from boxmaker.core.sanitize.flag_literals import tokens_of
 from boxmaker.core.sanitize.normalisation import fold, folding
@@ -57,6 +60,17 @@ def _c_folding() -> object:
     return _FOLD.folding(rules.ascii_bytes[:0x80], other)
 
 
+class Folded(NamedTuple):
+    """What the pass gives for a text."""
+
+    text: str  # fold(text)
+    words: set[bytes]  # the vocabulary's words that are words of it
+    # `text` as bytes, one a character: an ASCII one as itself, any other as 0x80, so
+    # that an ASCII string is at the same places in both (and found faster: `text`
+    # is often four bytes a character); None: the Python way, which makes none
+    shadow: bytes | None
+
+
 @dataclass(frozen=True, slots=True)
 class WordPass:
     """The pass over one vocabulary (`of`); call it on a text."""
@@ -77,10 +91,11 @@ class WordPass:
     def in_c(self) -> bool:
         return self.table is not None
 
-    def __call__(self, text: str) -> tuple[str, set[bytes]]:
-        """`fold(text)`, and the words of `vocabulary` that are words of it."""
+    def __call__(self, text: str) -> Folded:
+        """`fold(text)`, the words of `vocabulary` that are words of it, and (the C way
+        only) its ASCII shadow."""
         if self.table is None or _FOLD is None:
             folded = fold(text)
-            return folded, set(self.vocabulary.intersection(tokens_of(folded)))
-        folded, indexes = _FOLD.fold_words(text, _c_folding(), self.table)
-        return folded, {self.words[index] for index in indexes}
+            return Folded(folded, set(self.vocabulary.intersection(tokens_of(folded))), None)
+        folded, indexes, shadow = _FOLD.fold_words(text, _c_folding(), self.table)
+        return Folded(folded, {self.words[index] for index in indexes}, shadow)
