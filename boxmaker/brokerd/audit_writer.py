@@ -68,6 +68,7 @@ from boxmaker.core.audit_records import (
 from boxmaker.core.errors import UnavailableError
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import check_timestamp
+from boxmaker.ipc.files import fsync_directory
 
 LOCK_NAME = ".lock"
 _sha256 = hashlib.sha256
@@ -108,11 +109,7 @@ class AuditFiles:
     fsync: Callable[[int], None] = staticmethod(os.fsync)
 
     def sync_dir(self, path: Path) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(path)
 
     def close(self, fd: int) -> None:
         os.close(fd)
