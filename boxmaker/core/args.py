@@ -6,18 +6,8 @@ mistyped field, or a path or URL that fails its form check, raises `ArgsError`
 with a one-line explanation (which brokerd forwards to the model as the
 `invalid_arguments` detail). So do arguments over
 `argument_size.MAX_ARGUMENT_BYTES` (65,536 bytes of UTF-8), checked before
-anything is parsed. The table today:
-
-    tool                fields
-    read_file           path
-    write_file          path, content
-    shell               command, cwd (optional; null means absent)
-    http_fetch          url
-    memory_add          kind, text
-    memory_replace      kind, entry, text
-    memory_consolidate  kind, entries, text
-    memory_note         text, untrusted (optional, false)
-    memory_recall       query, limit (optional, 5), page (optional, 1)
+anything is parsed. The tools and their fields are the table's (`core.tools.TOOLS`);
+the names of tools and their arguments classes are imported from there.
 
 Unknown fields are named first, then missing ones, then each field is checked
 in table order by its `Check`: `kind` is `memory` or `user`; `text`, `query`,
@@ -50,44 +40,10 @@ from boxmaker.core.paths import path_problem
 from boxmaker.core.tools import (
     MAX_RECALL,
     Check,
-    HttpFetchArgs,
-    MemoryAddArgs,
-    MemoryArgs,
-    MemoryConsolidateArgs,
-    MemoryNoteArgs,
-    MemoryRecallArgs,
-    MemoryReplaceArgs,
-    ReadFileArgs,
-    SandboxArgs,
-    ShellArgs,
     ToolArgs,
     ToolName,
-    WriteFileArgs,
     row_of,
-    tool_name,
 )
-
-__all__ = [
-    "MAX_RECALL",
-    "MEMORY_KINDS",
-    "HttpFetchArgs",
-    "MemoryAddArgs",
-    "MemoryArgs",
-    "MemoryConsolidateArgs",
-    "MemoryNoteArgs",
-    "MemoryRecallArgs",
-    "MemoryReplaceArgs",
-    "ReadFileArgs",
-    "SandboxArgs",
-    "ShellArgs",
-    "ToolArgs",
-    "ToolName",
-    "WriteFileArgs",
-    "argument_fields",
-    "canonical_arguments",
-    "parse_arguments",
-    "tool_name",
-]
 
 MEMORY_KINDS = ("memory", "user")
 

@@ -41,22 +41,22 @@ from dataclasses import dataclass, field
 
 import tomli_w
 
-from boxmaker.core.args import (
-    HttpFetchArgs,
-    ReadFileArgs,
-    ShellArgs,
-    ToolArgs,
-    ToolName,
-    WriteFileArgs,
-    parse_arguments,
-    tool_name,
-)
+from boxmaker.core.args import parse_arguments
 from boxmaker.core.ask_history import PastAsk
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import Grant, GrantSet, Mode
 from boxmaker.core.paths import is_inside
 from boxmaker.core.reserved import Place
+from boxmaker.core.tools import (
+    HttpFetchArgs,
+    ReadFileArgs,
+    ShellArgs,
+    ToolArgs,
+    ToolName,
+    WriteFileArgs,
+    tool_name,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,7 @@ from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
+from boxmaker.core.tools import TOOLS, RunsIn, tool_names
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_fit import fit_memory
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
@@ -125,7 +126,7 @@ from boxmaker.loopd.session_log import (
     ToolEntry,
     UserEntry,
 )
-from boxmaker.loopd.tools import BROKER_TOOLS, SCHEMAS, denial_text, find_tools, system_prompt
+from boxmaker.loopd.tools import SCHEMAS, denial_text, find_tools, system_prompt
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,6 @@ class TurnLimits:
 CACHED_SESSIONS = 16
 SUMMARY_MARGIN = 16  # tokens kept free under the threshold for the summary's heading
 MEMORY_CHANCE_MIN = 32  # a memory chance with less room than this is skipped
-MEMORY_TOOLS = frozenset(name for name in BROKER_TOOLS if name.startswith("memory_"))
 
 
 class _NoRoomError(BoxmakerError):
@@ -579,8 +579,9 @@ class TurnLoop:
         session_log.append(ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt)))
         if generation.answer is not None:
             reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
+            memory_tools = frozenset(tool_names(RunsIn.MEMORYD))  # the table's memory rows
             for call in reply.calls[: self._limits.max_tool_calls]:
-                self._tool(session, session_log, call, emit, only=MEMORY_TOOLS)
+                self._tool(session, session_log, call, emit, only=memory_tools)
         return range(start, len(session_log.entries))
 
     def _summary(self, session: str, prompt: list[int], budget: int) -> str:
@@ -739,7 +740,7 @@ class TurnLoop:
                     " use find_tool to see the tools."
                 )
             return self._broker(session, call_id, tool, json.dumps(inner, ensure_ascii=False), emit)
-        if call.name in BROKER_TOOLS:  # called directly: brokerd decides all the same
+        if call.name in TOOLS:  # called directly: brokerd decides all the same
             return self._broker(session, call_id, call.name, call.arguments, emit)
         return ToolOutcome(
             f"There is no tool named {call.name!r}. Use find_tool to see the tools, "

@@ -32,15 +32,7 @@ from __future__ import annotations
 
 import logging
 
-from boxmaker.core.args import (
-    MemoryAddArgs,
-    MemoryArgs,
-    MemoryConsolidateArgs,
-    MemoryRecallArgs,
-    MemoryReplaceArgs,
-    ToolName,
-    parse_arguments,
-)
+from boxmaker.core.args import parse_arguments
 from boxmaker.core.errors import ArgsError, BoxmakerError, ErrorCode, ProtocolError
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
@@ -57,6 +49,14 @@ from boxmaker.core.messages import (
     Reindexed,
     ResultResponse,
     SessionUpdated,
+)
+from boxmaker.core.tools import (
+    MemoryAddArgs,
+    MemoryArgs,
+    MemoryConsolidateArgs,
+    MemoryRecallArgs,
+    MemoryReplaceArgs,
+    ToolName,
 )
 from boxmaker.memoryd.files import MemoryFileDamagedError
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, encode_record, read_journal

@@ -33,8 +33,8 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from boxmaker.core.args import ToolName, WriteFileArgs
 from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.tools import ToolName, WriteFileArgs
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NoReturn, Protocol
 
-from boxmaker.core.args import (
+from boxmaker.core.messages import FailedResponse, ResultResponse
+from boxmaker.core.policy import Decision, is_genuine
+from boxmaker.core.tools import (
     HttpFetchArgs,
     ReadFileArgs,
     ShellArgs,
@@ -46,8 +48,6 @@ from boxmaker.core.args import (
     ToolName,
     WriteFileArgs,
 )
-from boxmaker.core.messages import FailedResponse, ResultResponse
-from boxmaker.core.policy import Decision, is_genuine
 
 
 class RunFailure(StrEnum):

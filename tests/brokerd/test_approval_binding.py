@@ -15,7 +15,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.args import ShellArgs
 from boxmaker.core.audit_records import ApprovalAnswer, ApprovalEvent, DecisionEvent
 from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.errors import ErrorCode
@@ -35,6 +34,7 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.policy import approval_digest
+from boxmaker.core.tools import ShellArgs
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import OpenCall

@@ -42,7 +42,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from boxmaker.brokerd.admin import expire as expire_entry
 from boxmaker.brokerd.config import GatewaySection
-from boxmaker.core.args import ReadFileArgs, ShellArgs, WriteFileArgs
 from boxmaker.core.audit_records import (
     ApprovalAnswer,
     ApprovalEvent,
@@ -69,6 +68,7 @@ from boxmaker.core.messages import (
     ToolRequest,
 )
 from boxmaker.core.policy import SessionState
+from boxmaker.core.tools import ReadFileArgs, ShellArgs, WriteFileArgs
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.testing.daemons import Clock, InProcessBrokerd, start_brokerd
 from boxmaker.testing.homes import read_records, verify_log, write_grant

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker.core.args import (
+from boxmaker.core.args import canonical_arguments, parse_arguments
+from boxmaker.core.errors import ArgsError
+from boxmaker.core.tools import (
     HttpFetchArgs,
     ReadFileArgs,
     ShellArgs,
     ToolArgs,
     ToolName,
     WriteFileArgs,
-    canonical_arguments,
-    parse_arguments,
     tool_name,
+    tool_names,
 )
-from boxmaker.core.errors import ArgsError
-from boxmaker.core.tools import tool_names
 
 R, W, S, H = ToolName.READ_FILE, ToolName.WRITE_FILE, ToolName.SHELL, ToolName.HTTP_FETCH
 

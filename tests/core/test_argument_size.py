@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker.core.args import ToolName, parse_arguments
+from boxmaker.core.args import parse_arguments
 from boxmaker.core.argument_size import MAX_ARGUMENT_BYTES, recorded_arguments, size_problem
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.hashes import sha256_hex
+from boxmaker.core.tools import ToolName
 
 
 @pytest.mark.parametrize(

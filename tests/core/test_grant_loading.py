@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.args import ToolName
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.grant_loading import load_grant_dir, parse_grant_file
 from boxmaker.core.grants import Grant, GrantProblem, GrantSet, Mode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
+from boxmaker.core.tools import ToolName
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "grants.example"
 NOW = "2026-11-30T12:00:00.000Z"

@@ -5,18 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from boxmaker.core.args import (
-    MAX_RECALL,
-    MemoryAddArgs,
-    MemoryConsolidateArgs,
-    MemoryNoteArgs,
-    MemoryRecallArgs,
-    MemoryReplaceArgs,
-    ToolArgs,
-    ToolName,
-    canonical_arguments,
-    parse_arguments,
-)
+from boxmaker.core.args import canonical_arguments, parse_arguments
 from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ArgsError
 from boxmaker.core.grant_loading import parse_grant_file
@@ -24,7 +13,18 @@ from boxmaker.core.grants import GrantSet
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import MemoryCall, ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
-from boxmaker.core.tools import RunsIn, tool_names
+from boxmaker.core.tools import (
+    MAX_RECALL,
+    MemoryAddArgs,
+    MemoryConsolidateArgs,
+    MemoryNoteArgs,
+    MemoryRecallArgs,
+    MemoryReplaceArgs,
+    RunsIn,
+    ToolArgs,
+    ToolName,
+    tool_names,
+)
 
 NOW = "2026-11-30T12:00:00.000Z"
 ADD, REPLACE, CONSOLIDATE, NOTE, RECALL = (

@@ -12,7 +12,6 @@ from typing import Any, Literal
 import pytest
 
 from boxmaker.core import policy
-from boxmaker.core.args import ReadFileArgs, ToolName
 from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.grant_loading import parse_grant_file
 from boxmaker.core.grants import Grant, GrantProblem, GrantSet, Mode
@@ -27,6 +26,7 @@ from boxmaker.core.policy import (
     decide,
     redecide,
 )
+from boxmaker.core.tools import ReadFileArgs, ToolName
 
 NOW = "2026-11-30T12:00:00.000Z"
 PUBLIC, PRIVATE, SECRET = DataClass.PUBLIC, DataClass.PRIVATE, DataClass.SECRET

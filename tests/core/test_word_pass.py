@@ -92,7 +92,7 @@ def test_a_word_of_word_max_letters_is_found_and_a_longer_one_takes_python() -> 
     longest = b"a" * WORD_MAX
     in_c, in_python = passes(frozenset({longest}))
     text = f"x {longest.decode()} y {longest.decode()}a"
-    assert same(in_c, in_python, text)[:2] == (text, {longest})
+    assert same(in_c, in_python, text)[:2] == (text, frozenset({longest}))
     assert not WordPass.of(frozenset({longest + b"a"})).in_c
 
 

@@ -64,7 +64,7 @@ class Folded(NamedTuple):
     """What the pass gives for a text."""
 
     text: str  # fold(text)
-    words: set[bytes]  # the vocabulary's words that are words of it
+    words: frozenset[bytes]  # the vocabulary's words that are words of it
     # `text` as bytes, one a character: an ASCII one as itself, any other as 0x80, so
     # that an ASCII string is at the same places in both (and found faster: `text`
     # is often four bytes a character); None: the Python way, which makes none
@@ -96,6 +96,6 @@ class WordPass:
         only) its ASCII shadow."""
         if self.table is None or _FOLD is None:
             folded = fold(text)
-            return Folded(folded, set(self.vocabulary.intersection(tokens_of(folded))), None)
+            return Folded(folded, self.vocabulary.intersection(tokens_of(folded)), None)
         folded, indexes, shadow = _FOLD.fold_words(text, _c_folding(), self.table)
-        return Folded(folded, {self.words[index] for index in indexes}, shadow)
+        return Folded(folded, frozenset(self.words[index] for index in indexes), shadow)
