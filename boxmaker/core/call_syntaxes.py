@@ -13,12 +13,9 @@ again: nothing is dropped and nothing raises. The rules, by syntax:
    is not JSON is a problem.
 2. **Sequences** (llama3_json, bare_json): one or more objects, separated by
    whitespace or `;`, each read by rule 1, in order.
-3. **XML** (xml): `<function=N>` then any number of `<parameter=K>V</parameter>`,
-   then `</function>`, with only whitespace between them. One leading and one
-   trailing newline of V are not part of it. A parameter that is not closed,
-   repeats, or text out of place is a problem. A JSON object in the tags is read
-   by rule 1, as models trained on both forms write it.
-4. **Typing by schema** (xml values; gemma4's top-level values written as text or
+3. **XML** (xml): read from the whole reply by `core.xml_calls`, whose rules
+   say where a value, a call and its wrapper end when a value holds their markers.
+4. **Typing by schema** (xml values, `typed_value`; gemma4's top-level values written as text or
    as a bare word): where the tool's schema gives the property the type object,
    array, integer, number or boolean, the text is read as JSON of that type (`3`,
    `true`); text that is not one is a problem naming the parameter and the type.
@@ -45,7 +42,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -59,8 +56,6 @@ DS_CALL_BEGIN, DS_CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁e
 DS_SEP = "<｜tool▁sep｜>"  # noqa: RUF001
 GEMMA_QUOTE = '<|"|>'
 FENCE = re.compile(r"\A```(?:json)?\s*\n(.*?)\n?```\Z", re.DOTALL)
-_PARAMETER, _PARAMETER_END = "<parameter=", "</parameter>"
-_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*)</function>\Z", re.DOTALL)
 _GEMMA_NAME = re.compile(r"call:([\w.\-]*)")
 _GEMMA_QUOTE = re.escape(GEMMA_QUOTE)
 _GEMMA_TOKEN = re.compile(  # a text, a mark, a quote left open, or a bare word
@@ -225,7 +220,7 @@ def read_json_calls(text: str, fields: tuple[str, ...]) -> list[Call]:
         calls.append(_reading(partial(_object_call, obj, fields)))
 
 
-# --- rules 3 and 4: XML, and typing by schema ---------------------------------------------
+# --- rule 4: typing by schema ---------------------------------------------
 
 
 def _schema_type(schemas: Schemas | None, tool: str, key: str) -> str | None:
@@ -257,52 +252,10 @@ def _typed(text: str, kind: str | None, key: str) -> Any:
     return value
 
 
-def _xml_parameters(inner: str) -> Iterator[tuple[str, str]]:
-    at = 0
-    while (at := _skip(inner, at)) < len(inner):
-        if not inner.startswith(_PARAMETER, at):
-            raise _CallError(
-                f"unexpected text `{_shown(inner[at:])}` in the tool call,"
-                " expected <parameter=NAME>"
-            )
-        head_end = inner.find(">", at)
-        if head_end < 0:
-            raise _CallError("a <parameter=NAME> in the tool call is not closed with `>`")
-        key = inner[at + len(_PARAMETER) : head_end].strip()
-        end = inner.find(_PARAMETER_END, head_end)
-        if end < 0:
-            raise _CallError(
-                f"the tool call's parameter `{_shown(key)}` is not closed with </parameter>"
-            )
-        yield key, inner[head_end + 1 : end].removeprefix("\n").removesuffix("\n")
-        at = end + len(_PARAMETER_END)
-
-
-def read_xml_call(body: str, schemas: Schemas | None) -> Call:
-    """The inside of a closed `<tool_call>` in the xml syntax (rules 3 and 4)."""
-    body = body.strip()
-    if body.startswith("{"):
-        return read_json_call(body)
-
-    def read() -> tuple[str, dict[str, Any]]:
-        match = _FUNCTION.match(body)
-        if match is None:
-            if not body.startswith("<function="):
-                raise _CallError("the tool call needs <function=NAME>")
-            raise _CallError("the tool call's <function=...> is not closed with </function>")
-        name = match.group(1).strip()
-        if not name:
-            raise _CallError("the tool call needs a name in <function=NAME>")
-        arguments: dict[str, Any] = {}
-        for key, text in _xml_parameters(match.group(2)):
-            if not key:
-                raise _CallError("the tool call needs a name in <parameter=NAME>")
-            if key in arguments:
-                raise _CallError(f"the tool call has a duplicate parameter `{_shown(key)}`")
-            arguments[key] = _typed(text, _schema_type(schemas, name, key), key)
-        return name, arguments
-
-    return _reading(read)
+def typed_value(text: str, kind: str | None, key: str) -> Any:
+    """`text`, the value of parameter `key`, as the schema's type `kind` (rule 4); an
+    `ArgsError` (a ValueError) naming the parameter and the type when it is not one."""
+    return _typed(text, kind, key)
 
 
 # --- rule 5: DeepSeek R1 ------------------------------------------------------------------

@@ -16,12 +16,17 @@ so far in a given `CallSyntax`, in the order they apply (`streamable`):
      appears the reply is read as tagged_json and the bare form no longer
      applies);
    - llama3_json: is empty, starts with `{`, or is the start of
-     `<|python_tag|>` or anything after one.
+     `<|python_tag|>` or anything after one;
+   - xml: is the start of `<function=` or anything after one (a call written
+     without its `<tool_call>`, `core.xml_calls` rule 1).
    Once it can no longer be one, a bare_json or llama3_json reply is all content.
 2. **Calls are never streamed.** Each call is left out, as `parse_reply` leaves
    it out, from its opener to its closer, or to the end of the text while it is
    still open:
-   - tagged_json, xml and the default: `<tool_call>` to `</tool_call>`;
+   - tagged_json and the default: `<tool_call>` to `</tool_call>`;
+   - xml: `<tool_call>` and everything after it, to the end of the reply (a
+     value may hold `</tool_call>`, and only the whole reply tells where each
+     call ends: `core.xml_calls`);
    - deepseek_r1: `<｜tool▁calls▁begin｜>` to `<｜tool▁calls▁end｜>`;
    - gemma4: `<|tool_call>` to `<tool_call|>`;
    - mistral: `[TOOL_CALLS]` and everything after it, to the end of the reply.
@@ -55,6 +60,7 @@ from boxmaker.core.tool_calls import (
     call_openers,
     parse_reply,
 )
+from boxmaker.core.xml_calls import FUNCTION
 
 _FENCE = "```"
 _FENCE_LANGUAGE = "json"
@@ -96,6 +102,9 @@ def _whole_reply_possible(text: str, syntax: CallSyntax | None) -> bool:
         return _could_open_bare_call(text.lstrip())
     if syntax is CallSyntax.LLAMA3_JSON:
         return _could_open_llama_call(text.lstrip())
+    if syntax is CallSyntax.XML:
+        start = text.lstrip()
+        return start.startswith(FUNCTION) or FUNCTION.startswith(start)
     return False
 
 
@@ -125,6 +134,14 @@ def _outside_calls(text: str, opener: str) -> str:
         at = end + len(closer)
 
 
+def _before_calls(text: str, opener: str) -> str:
+    """`text` up to its first call (rule 2, xml), nor a tail that may open one."""
+    start = text.find(opener)
+    if start >= 0:
+        return text[:start]
+    return text[: len(text) - _held_tail(text, opener)]
+
+
 def streamable(text: str, syntax: CallSyntax | None = None) -> str:
     """The part of the reply's content that `text`, the reply so far, already fixes."""
     if _whole_reply_possible(text, syntax):
@@ -132,6 +149,8 @@ def streamable(text: str, syntax: CallSyntax | None = None) -> str:
     if syntax is CallSyntax.BARE_JSON or syntax is CallSyntax.LLAMA3_JSON:
         return text.strip()  # rule 3
     (opener,) = call_openers(syntax or CallSyntax.TAGGED_JSON)
+    if syntax is CallSyntax.XML:
+        return _before_calls(text, opener).strip()  # rules 2 and 3
     return _outside_calls(text, opener).strip()  # rules 2 and 3
 
 

@@ -25,15 +25,22 @@ Each model family writes its calls in the syntax its chat template teaches it
 No syntax (`None`, the default) reads tagged_json when the reply holds a
 `<tool_call>`, else bare_json. How a reply is cut, in this order:
 
-1. **Spans.** In tagged_json, xml, deepseek_r1, gemma4 and phi4 a call opens at its
+1. **Spans.** In tagged_json, deepseek_r1, gemma4 and phi4 a call opens at its
    opener (`call_openers`) and runs to the first closer after it (`CLOSERS`),
    or to the end of the reply when none follows; in mistral it runs to the end
-   of the reply. The content is the reply without its calls.
+   of the reply. In xml a value may hold the closers as text: `core.xml_calls`
+   finds where each call ends (and reads a call written without its
+   `<tool_call>` where one could stand). The content is the reply without its calls.
 2. **Whole replies.** In llama3_json and bare_json the reply, without its edge
    whitespace (and a ```json fence, bare_json; a leading <|python_tag|>,
-   llama3_json), is calls when it starts with `{`, ends with `}` and holds
-   `"name"`, or (llama3_json) when it starts with <|python_tag|>. The content is
-   then empty; otherwise the whole reply is content.
+   llama3_json), is calls when it starts with <|python_tag|> (llama3_json), or
+   when its top-level keys say so: it starts with an object, ends with `}`, and
+   that object has `name` and its arguments field (`parameters` or `arguments`,
+   llama3_json; `arguments`, bare_json) among its own keys; or, where it is not
+   JSON, it starts with `{"name":` (a call cut short or mistyped, read as a
+   problem). A JSON answer whose `name` is nested, or that has no arguments
+   field, is content. The content is then empty; otherwise the whole reply is
+   content.
 3. **Edges.** The content is stripped of whitespace at its ends.
 4. **Never dropped.** A call that cannot be read (see `call_syntaxes`, which
    reads each one) becomes a `BadToolCall` the turn loop hands back to the model
@@ -44,6 +51,8 @@ No syntax (`None`, the default) reads tagged_json when the reply holds a
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -67,8 +76,8 @@ from boxmaker.core.call_syntaxes import (
     read_json_call,
     read_json_calls,
     read_mistral_calls,
-    read_xml_call,
 )
+from boxmaker.core.xml_calls import read_xml_reply
 
 __all__ = [
     "CLOSE",
@@ -172,8 +181,6 @@ def _read_span(syntax: CallSyntax, body: str, closed: bool, schemas: Schemas | N
         return read_deepseek_calls(body, closed)
     if not closed:
         return [BadToolCall(f"the tool call was not closed with {CLOSERS[_OPENERS[syntax][0]]}")]
-    if syntax is CallSyntax.XML:
-        return [read_xml_call(body, schemas)]
     if syntax is CallSyntax.PHI4:
         return [read_json_call(body.strip())]
     return [read_gemma_call(body, schemas)]
@@ -199,6 +206,20 @@ def _cut_spans(text: str, syntax: CallSyntax, schemas: Schemas | None) -> Reply:
     return Reply(content="".join(parts).strip(), calls=tuple(calls))
 
 
+_CALL_START = re.compile(r'\{\s*"name"\s*:')
+
+
+def _keys_say_call(candidate: str, fields: tuple[str, ...]) -> bool:
+    """Rule 2: whether a whole reply's top-level keys make it a call."""
+    if not (candidate.startswith("{") and candidate.endswith("}")):
+        return False
+    try:
+        first, _ = json.JSONDecoder().raw_decode(candidate)
+    except (ValueError, RecursionError):
+        return _CALL_START.match(candidate) is not None
+    return isinstance(first, dict) and "name" in first and any(f in first for f in fields)
+
+
 def _whole_reply(text: str, syntax: CallSyntax) -> Reply:
     """Rule 2: the reply is calls, or it is all content."""
     stripped = text.strip()
@@ -211,10 +232,7 @@ def _whole_reply(text: str, syntax: CallSyntax) -> Reply:
         tagged = False
         candidate = fenced.group(1).strip() if fenced else stripped
         fields = ("arguments",)
-    looks_like_call = (
-        candidate.startswith("{") and candidate.endswith("}") and '"name"' in candidate
-    )
-    if tagged or looks_like_call:
+    if tagged or _keys_say_call(candidate, fields):
         return Reply(content="", calls=tuple(read_json_calls(candidate, fields)))
     return Reply(content=stripped, calls=())
 
@@ -232,4 +250,7 @@ def parse_reply(
         syntax = CallSyntax.TAGGED_JSON if OPEN in text else CallSyntax.BARE_JSON
     if syntax in WHOLE_REPLY:
         return _whole_reply(text, syntax)
+    if syntax is CallSyntax.XML:
+        read = read_xml_reply(text, schemas)
+        return Reply(content=read.content.strip(), calls=read.calls)
     return _cut_spans(text, syntax, schemas)

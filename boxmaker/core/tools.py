@@ -61,6 +61,14 @@ class Check(StrEnum):
     FLAG = "flag"  # true or false (boolean)
     COUNT = "count"  # an integer from 1 to MAX_RECALL (integer)
 
+    @property
+    def json_type(self) -> str:
+        """The JSON type a value of this check is (the brackets above)."""
+        return _JSON_TYPES.get(self, "string")
+
+
+_JSON_TYPES = {Check.ENTRY_IDS: "array", Check.FLAG: "boolean", Check.COUNT: "integer"}
+
 
 class Constraint(StrEnum):
     """What a grant of a tool takes in one of `constraints.paths` and `constraints.hosts`."""

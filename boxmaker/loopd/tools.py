@@ -63,9 +63,36 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         },
     },
 ]
-SCHEMAS: dict[str, dict[str, Any]] = {
+_CORE_PARAMETERS: dict[str, dict[str, Any]] = {
     t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS
 }
+
+
+class _CallSchemas(Mapping[str, dict[str, Any]]):
+    """The JSON-schema `parameters` of every tool the model may call by name, which read
+    its calls (the values of an xml call are typed and told apart by them): the core
+    three, and the tool table's rows (`core.tools`), read each time, which a model may
+    call directly."""
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        if name in _CORE_PARAMETERS:
+            return _CORE_PARAMETERS[name]
+        row = TOOLS[name]
+        return {
+            "type": "object",
+            "properties": {f.name: {"type": f.check.json_type} for f in row.fields},
+            "required": [f.name for f in row.fields if f.required],
+        }
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _CORE_PARAMETERS
+        yield from (name for name in TOOLS if name not in _CORE_PARAMETERS)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+SCHEMAS: Mapping[str, dict[str, Any]] = _CallSchemas()
 
 _PATH = "/home/owner/notes/todo.md"
 # How a model is shown a call in its own syntax, where its prompt does not show it
