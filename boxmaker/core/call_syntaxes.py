@@ -20,7 +20,10 @@ again: nothing is dropped and nothing raises. The rules, by syntax:
    array, integer, number or boolean, the text is read as JSON of that type (`3`,
    `true`); text that is not one is a problem naming the parameter and the type.
    A string property keeps the text as written (gemma4: `n:42` is "42"); a tool
-   or property the schemas do not know keeps the value as written.
+   or property the schemas do not know keeps the value as written. A union (a
+   list of types, or `anyOf` / `oneOf`) reads `null` as null where it allows
+   it, then the text as the first of its other types it is, strings last; a
+   union with no string type refuses text that is none of them.
 5. **DeepSeek R1** (deepseek_r1): in the block, any number of
    `<｜tool▁call▁begin｜>function<｜tool▁sep｜>N` + newline + the arguments
    object (in a ```json fence or not) + `<｜tool▁call▁end｜>`, with only
@@ -223,16 +226,59 @@ def read_json_calls(text: str, fields: tuple[str, ...]) -> list[Call]:
 # --- rule 4: typing by schema ---------------------------------------------
 
 
+def _types(prop: Any) -> list[str]:
+    """The JSON types a property's schema allows: its `type` (a name or a list of them),
+    or those of its `anyOf` / `oneOf` alternatives."""
+    if not isinstance(prop, Mapping):
+        return []
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    alternatives = prop.get("anyOf", prop.get("oneOf"))
+    if isinstance(alternatives, list):
+        return [k for alternative in alternatives for k in _types(alternative)]
+    return []
+
+
+def property_kind(properties: Mapping[str, Any] | None, key: str) -> str | None:
+    """The type of parameter `key` (rule 4): one JSON type name, several joined by `|`
+    (a union, `null` among them where it is allowed), or None where the schema gives
+    none."""
+    prop = properties.get(key) if isinstance(properties, Mapping) else None
+    kinds = list(dict.fromkeys(_types(prop)))
+    return "|".join(kinds) if kinds else None
+
+
 def _schema_type(schemas: Schemas | None, tool: str, key: str) -> str | None:
     schema = (schemas or {}).get(tool)
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    prop = properties.get(key) if isinstance(properties, Mapping) else None
-    kind = prop.get("type") if isinstance(prop, Mapping) else None
-    return kind if isinstance(kind, str) else None
+    return property_kind(properties, key)
+
+
+def _typed_union(text: str, kinds: list[str], key: str) -> Any:
+    """`text` as the first of a union's types it is (strings last, `null` as JSON's)."""
+    if "null" in kinds and text.strip() == "null":
+        return None
+    for kind in kinds:
+        if kind in _EXPECTED:
+            try:
+                return _typed(text, kind, key)
+            except _CallError:
+                continue
+    if "string" in kinds:
+        return text
+    wanted = " or ".join(_EXPECTED[k] for k in kinds if k in _EXPECTED)
+    if not wanted:
+        return text
+    raise _CallError(f"the tool call's parameter `{_shown(key)}` must be {wanted}")
 
 
 def _typed(text: str, kind: str | None, key: str) -> Any:
     """`text`, the value of parameter `key`, as the schema's type `kind` (rule 4)."""
+    if kind is not None and "|" in kind:
+        return _typed_union(text, kind.split("|"), key)
     if kind not in _EXPECTED:
         return text
     problem = f"the tool call's parameter `{_shown(key)}` must be {_EXPECTED[kind]}"
@@ -370,7 +416,8 @@ def read_gemma_call(body: str, schemas: Schemas | None) -> Call:
             raise _CallError("the tool call has text after its arguments")
         for key, word in written.items():
             kind = _schema_type(schemas, name, key)
-            if kind == "string" or kind in _EXPECTED:  # else it keeps the form it was written in
+            if kind is not None and (kind == "string" or kind in _EXPECTED or "|" in kind):
+                # else it keeps the form it was written in
                 arguments[key] = _typed(word, kind, key)
         return name, arguments
 

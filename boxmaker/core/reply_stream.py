@@ -16,22 +16,22 @@ so far in a given `CallSyntax`, in the order they apply (`streamable`):
      appears the reply is read as tagged_json and the bare form no longer
      applies);
    - llama3_json: is empty, starts with `{`, or is the start of
-     `<|python_tag|>` or anything after one;
-   - xml: is the start of `<function=` or anything after one (a call written
-     without its `<tool_call>`, `core.xml_calls` rule 1).
+     `<|python_tag|>` or anything after one.
    Once it can no longer be one, a bare_json or llama3_json reply is all content.
 2. **Calls are never streamed.** Each call is left out, as `parse_reply` leaves
    it out, from its opener to its closer, or to the end of the text while it is
    still open:
    - tagged_json and the default: `<tool_call>` to `</tool_call>`;
-   - xml: `<tool_call>` and everything after it, to the end of the reply (a
-     value may hold `</tool_call>`, and only the whole reply tells where each
-     call ends: `core.xml_calls`);
+   - xml: from the first `<tool_call>`, or the first `<function=` that starts a
+     line (a call written bare, `core.xml_calls` rule 1), to the end of the
+     reply: a value may hold `</tool_call>`, and only the whole reply tells
+     where each call ends, and whether a bare one is a call;
    - deepseek_r1: `<｜tool▁calls▁begin｜>` to `<｜tool▁calls▁end｜>`;
    - gemma4: `<|tool_call>` to `<tool_call|>`;
    - mistral: `[TOOL_CALLS]` and everything after it, to the end of the reply.
    So is a tail that could be the start of an opener still being written (`<`,
-   `<tool_`, `[TOOL_`, ...).
+   `<tool_`, `[TOOL_`, ...; xml: a last line that could be the start of
+   `<function=`).
 3. **Whitespace at the edges waits.** The content is stripped, so leading
    whitespace is never streamed, and trailing whitespace waits for what follows
    it: streamed before more content, dropped if the reply ends there.
@@ -60,7 +60,7 @@ from boxmaker.core.tool_calls import (
     call_openers,
     parse_reply,
 )
-from boxmaker.core.xml_calls import FUNCTION
+from boxmaker.core.xml_calls import FUNCTION, bare_opener
 
 _FENCE = "```"
 _FENCE_LANGUAGE = "json"
@@ -102,9 +102,6 @@ def _whole_reply_possible(text: str, syntax: CallSyntax | None) -> bool:
         return _could_open_bare_call(text.lstrip())
     if syntax is CallSyntax.LLAMA3_JSON:
         return _could_open_llama_call(text.lstrip())
-    if syntax is CallSyntax.XML:
-        start = text.lstrip()
-        return start.startswith(FUNCTION) or FUNCTION.startswith(start)
     return False
 
 
@@ -135,10 +132,18 @@ def _outside_calls(text: str, opener: str) -> str:
 
 
 def _before_calls(text: str, opener: str) -> str:
-    """`text` up to its first call (rule 2, xml), nor a tail that may open one."""
-    start = text.find(opener)
-    if start >= 0:
-        return text[:start]
+    """`text` up to its first call, wrapped or bare (rule 2, xml), nor a tail that may
+    open one."""
+    wrapped = text.find(opener)
+    end = wrapped if wrapped >= 0 else len(text)
+    bare = bare_opener(text, 0, end)
+    if bare >= 0:
+        return text[:bare]
+    if wrapped >= 0:
+        return text[:wrapped]
+    line = text.rfind("\n") + 1
+    if FUNCTION.startswith(text[line:].lstrip(" \t")):
+        return text[:line]  # the last line may still become a bare call
     return text[: len(text) - _held_tail(text, opener)]
 
 

@@ -7,10 +7,12 @@ those markers as text (a model writing an XML or Jinja file, or docs about these
 very tags) and the model cannot escape them. A marker inside a value is told from
 the real one by what follows it and by the tool's schema. The rules, in order:
 
-1. **Where a call opens.** At `<tool_call>`, anywhere. Written bare, without it,
-   at `<function=` where a `<tool_call>` could stand: the reply's first text, or
-   right after a call (whitespace between). A bare call ends at its `</function>`.
-   Elsewhere `<function=` is text (a reply that quotes a call is not one).
+1. **Where a call opens.** At `<tool_call>`, anywhere. Written bare, without it
+   (Qwen3-Coder models drop it), at a `<function=` that starts a line (only
+   spaces or tabs before it on its line) or follows a call (whitespace between);
+   a bare call ends at its `</function>`, or at a `</tool_call>` right after it,
+   and is a call only where it reads whole: one that does not is text. Inside a
+   line `<function=` is text (an answer that quotes a call is not one).
 2. **The inside of a call.** `<function=N>`, then parameters, then `</function>`,
    then (wrapped) `</tool_call>`, with only whitespace between them. A JSON object
    in the wrapper instead is read by `call_syntaxes` rule 1, and ends where its
@@ -30,22 +32,27 @@ the real one by what follows it and by the tool's schema. The rules, in order:
    in a row render exactly as one call whose last value holds the first call's
    end and the second's start, and two calls are what models write (so a value
    that holds `</function>`, `</tool_call>`, `<tool_call>` and `<function=` in a
-   row is read so). No reading at all: the call is a problem, never a guess
-   (nor is a tie, which rule 5 leaves no way to write).
+   row is read so). Among equals, the one whose earlier values end first: a
+   model writes its parameters in order, and a later value then holds what an
+   earlier one would otherwise have taken from it. No reading: a problem.
 5. **Unclosed is a problem, never a merge.** A reading in which a value holds
    `<parameter=K>`, for a K that is one of the tool's parameters (any K where the
-   schema does not know the tool), is none where the call does not otherwise give
-   K (a parameter left open before its sibling) or where `</parameter>` comes
-   right before it (a parameter given twice): the call is a problem. So is a call
-   that never closes, and text out of place.
+   schema does not know the tool) and that the call does not otherwise give, is
+   none: that is a parameter left open before its sibling, and the call a
+   problem. So is a call that never closes, and text out of place. A value may
+   hold `</parameter>` then `<parameter=K>` for a K the call gives (a file that
+   quotes a whole call): a parameter written twice reads the same way, as one
+   value holding the second, since the two are the same text.
 6. **Never run truncated.** A call that cannot be read is a `BadToolCall` the
-   model reads, and the rest of the reply from its opener is that one call: no
-   part of it runs and none of it is content. Reading takes at most `MAX_STEPS`
+   model reads. It ends at its first `</tool_call>` (bare: `</function>`) after
+   which the rest of the reply reads by rule 4, or else runs to the reply's end:
+   no part of it runs and none of it is content. Reading takes at most `MAX_STEPS`
    steps; a reply that needs more is a problem too.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -56,9 +63,11 @@ from boxmaker.core.call_syntaxes import (
     Call,
     Schemas,
     ToolCall,
+    property_kind,
     read_json_call,
     typed_value,
 )
+from boxmaker.core.errors import ArgsError
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 FUNCTION, FUNCTION_END = "<function=", "</function>"
@@ -76,7 +85,7 @@ class XmlReply:
     calls: tuple[Call, ...]
 
 
-class _ProblemError(Exception):
+class _ProblemError(ArgsError):
     """Why a call cannot be read; its text is the BadToolCall's."""
 
 
@@ -114,9 +123,14 @@ def _properties(schemas: Schemas | None, tool: str) -> Mapping[str, Any] | None:
 
 
 def _kind(properties: Mapping[str, Any] | None, key: str) -> str | None:
-    prop = properties.get(key) if properties is not None else None
-    kind = prop.get("type") if isinstance(prop, Mapping) else None
-    return kind if isinstance(kind, str) else None
+    return property_kind(properties, key)
+
+
+def _json_typed(kind: str | None) -> bool:
+    """Whether a value of `kind` is JSON that ends where its JSON ends (rule 3): an
+    object or an array, or a union of those (null allowed)."""
+    kinds = [k for k in (kind or "").split("|") if k and k != "null"]
+    return bool(kinds) and all(k in _JSON_TYPED for k in kinds)
 
 
 def _head(text: str, at: int, marker: str) -> tuple[str, int] | None:
@@ -137,6 +151,15 @@ class _Reader:
         self.text, self.schemas = text, schemas
         self.budget = _Budget()
         self._rests: dict[int, bool] = {}  # rest_reads, by where the rest starts
+        # every `<parameter=K>` head of the reply, in order, and where each K last opens
+        self.heads: list[tuple[int, str]] = []
+        at = 0
+        while (found := text.find(PARAMETER, at)) >= 0:
+            at = found + 1
+            head = _head(text, found, PARAMETER)
+            if head is not None and head[0]:
+                self.heads.append((found, head[0]))
+        self.last_head = {key: position for position, key in self.heads}
 
     # -- a call's readings (rules 2 and 3) --------------------------------------------
 
@@ -164,12 +187,11 @@ class _Reader:
         at = _skip(text, at)
         if text.startswith(FUNCTION_END, at):
             end = at + len(FUNCTION_END)
-            if bare:
-                yield given, end
-                return
             close = _skip(text, end)
             if text.startswith(CLOSE, close):
                 yield given, close + len(CLOSE)
+            elif bare:
+                yield given, end
             return
         head = _head(text, at, PARAMETER)
         if head is None:
@@ -178,7 +200,7 @@ class _Reader:
         keys = {k for k, _ in given}
         if not key or key in keys:
             return
-        if _kind(properties, key) in _JSON_TYPED:
+        if _json_typed(_kind(properties, key)):
             ends = self._json_end(start)
             if ends is not None:
                 value_end, after = ends
@@ -186,16 +208,34 @@ class _Reader:
                     after, name, properties, (*given, (key, text[start:value_end])), bare
                 )
                 return
-        search = start
+        search, index = start, bisect.bisect_left(self.heads, (start, ""))
         while (close := text.find(PARAMETER_END, search)) >= 0:
             self.budget.step()
             search = close + 1
+            index, left_open = self._swallow(index, close, properties, keys | {key})
+            if left_open:
+                return  # this value, and every longer one, holds a parameter left open
             after = close + len(PARAMETER_END)
-            if not self._ends_value(after, properties, keys | {key}):
-                continue
-            yield from self._parameters(
-                after, name, properties, (*given, (key, text[start:close])), bare
-            )
+            if self._ends_value(after, properties, keys | {key}):
+                yield from self._parameters(
+                    after, name, properties, (*given, (key, text[start:close])), bare
+                )
+
+    def _swallow(
+        self, index: int, close: int, properties: Mapping[str, Any] | None, given: set[str]
+    ) -> tuple[int, bool]:
+        """Move over the `<parameter=K>` heads (`self.heads`, from `index`) before `close`:
+        where the next index is, and whether a value ending at `close` holds the head of
+        a parameter of the tool that is not given before it nor opened anywhere after
+        it (rule 5; a longer value holds that head too)."""
+        heads = self.heads
+        while index < len(heads) and heads[index][0] < close:
+            key = heads[index][1]
+            index += 1
+            known = properties is None or key in properties
+            if known and key not in given and self.last_head.get(key, -1) < close:
+                return index, True
+        return index, False
 
     def _json_end(self, start: int) -> tuple[int, int] | None:
         """Where a JSON value from `start` ends, and where its `</parameter>` ends."""
@@ -225,27 +265,38 @@ class _Reader:
     # -- the whole reply (rules 1, 4 and 6) -------------------------------------------
 
     def next_call(self, at: int, after_call: bool) -> tuple[int, int, bool] | None:
-        """The next call's opener from `at`: (opener, its `<function=`, bare)."""
+        """The next opener from `at` (rule 1): (where it starts, its `<function=`, bare)."""
         text = self.text
         start = _skip(text, at)
-        if text.startswith(FUNCTION, start) and (at == 0 or after_call):
+        if after_call and text.startswith(FUNCTION, start):
             return start, start, True
-        opener = text.find(OPEN, at)
-        if opener < 0:
-            return None
-        return opener, opener + len(OPEN), False
+        wrapped = text.find(OPEN, at)
+        bare = bare_opener(text, at, wrapped if wrapped >= 0 else len(text))
+        if bare >= 0:
+            return bare, bare, True
+        return None if wrapped < 0 else (wrapped, wrapped + len(OPEN), False)
 
     def rest_reads(self, at: int) -> bool:
-        """Whether the reply from `at`, right after a call, reads cleanly (rule 4)."""
-        found = self.next_call(at, after_call=True)
-        between = self.text[at : found[0] if found else len(self.text)]
-        if any(mark in between for mark in STRAY):
-            return False
-        if found is None:
-            return True
+        """Whether the reply from `at`, right after a call, reads (rule 4): the next
+        call reads (a bare one that does not is text), and no text before it holds a
+        closer."""
         if at not in self._rests:
-            self._rests[at] = self.read_call(found).end >= 0
+            self._rests[at] = self._reads_from(at)
         return self._rests[at]
+
+    def _reads_from(self, at: int) -> bool:
+        text_from, after_call = at, True
+        while True:
+            found = self.next_call(at, after_call)
+            if any(mark in self.text[text_from : found[0] if found else None] for mark in STRAY):
+                return False
+            if found is None:
+                return True
+            if self.read_call(found).end >= 0:
+                return True
+            if not found[2]:
+                return False
+            at, after_call = found[0] + 1, False  # a bare call that does not read is text
 
     def read_call(self, found: tuple[int, int, bool]) -> _Outcome:
         """The one reading of the call at `found` whose rest reads (rule 4)."""
@@ -254,35 +305,23 @@ class _Reader:
         body_at = _skip(text, function_at)
         if not bare and text.startswith("{", body_at):
             return self._json_call(body_at)
-        best: list[tuple[int, _Reading]] = []
+        best: tuple[int, _Reading] | None = None
         for reading in self.readings(body_at, bare):
             if self._merges(reading) or not self.rest_reads(reading.end):
                 continue
-            best = [*best, (_marks(reading), reading)]
-            low = min(score for score, _ in best)
-            best = [(score, r) for score, r in best if score == low]
-        if not best:
+            if best is None or _marks(reading) < best[0]:  # a tie keeps the first found
+                best = (_marks(reading), reading)
+        if best is None:
             return _Outcome.failed(self._why_not(body_at, bare))
-        if len(best) > 1:
-            return _Outcome.failed(
-                "the tool call can be read more than one way: a value holds"
-                f" {PARAMETER_END} or {FUNCTION_END} followed by more of the call;"
-                " write that value another way"
-            )
-        chosen = best[0][1]
-        return _Outcome(_build(chosen, self.schemas), chosen.end)
+        return _Outcome(_build(best[1], self.schemas), best[1].end)
 
     def _merges(self, reading: _Reading) -> bool:
-        """Whether a value of `reading` holds a parameter left open, or one closed and
-        given again (rule 5)."""
+        """Whether a value of `reading` holds a parameter left open (rule 5)."""
         properties = _properties(self.schemas, reading.name)
         given = {key for key, _ in reading.values}
         return any(
-            _kind(properties, key) not in _JSON_TYPED
-            and (
-                _next_sibling(written, 0, -1, properties, given) is not None
-                or _closes_then_opens(written, properties)
-            )
+            not _json_typed(_kind(properties, key))
+            and _next_sibling(written, 0, -1, properties, given) is not None
             for key, written in reading.values
         )
 
@@ -357,19 +396,6 @@ class _Reader:
             at = close + len(PARAMETER_END)
 
 
-def _closes_then_opens(written: str, properties: Mapping[str, Any] | None) -> bool:
-    """Whether `written` holds `</parameter>` then, after whitespace, `<parameter=K>` for
-    a parameter K of the tool (any K where the schema does not know it): a repeated
-    parameter or a sibling, never a value's text (rule 5)."""
-    at = 0
-    while (close := written.find(PARAMETER_END, at)) >= 0:
-        at = close + 1
-        head = _head(written, _skip(written, close + len(PARAMETER_END)), PARAMETER)
-        if head is not None and head[0] and (properties is None or head[0] in properties):
-            return True
-    return False
-
-
 def _marks(reading: _Reading) -> int:
     """How many of the syntax's markers the values of `reading` hold (rule 4)."""
     return sum(written.count(mark) for _, written in reading.values for mark in MARKS)
@@ -419,22 +445,53 @@ def _build(reading: _Reading, schemas: Schemas | None) -> Call:
     )
 
 
+def _failed_end(reader: _Reader, found: tuple[int, int, bool]) -> int:
+    """Where a call that cannot be read ends (rule 6): at the first `</tool_call>`
+    (`</function>`, bare) after which the rest of the reply reads; else -1, the end."""
+    closer = FUNCTION_END if found[2] else CLOSE
+    at = found[1]
+    try:
+        while (close := reader.text.find(closer, at)) >= 0:
+            at = close + len(closer)
+            if reader.rest_reads(at):
+                return at
+    except _ProblemError:
+        pass
+    return -1
+
+
+def bare_opener(text: str, at: int, before: int) -> int:
+    """The first `<function=` from `at` (and before `before`) that starts a line (only
+    spaces or tabs before it on its line), or -1."""
+    while (found := text.find(FUNCTION, at, before)) >= 0:
+        line = text.rfind("\n", 0, found) + 1
+        if not text[line:found].strip(" \t"):
+            return found
+        at = found + 1
+    return -1
+
+
 def read_xml_reply(text: str, schemas: Schemas | None) -> XmlReply:
     """The content and calls of a reply in the xml syntax (the rules above)."""
     reader = _Reader(text, schemas)
     parts: list[str] = []
     calls: list[Call] = []
-    at, after_call = 0, False
-    while (found := reader.next_call(at, after_call)) is not None:
-        parts.append(text[at : found[0]])
+    at, search, after_call = 0, 0, False
+    while (found := reader.next_call(search, after_call)) is not None:
         try:
             outcome = reader.read_call(found)
         except _ProblemError as exc:
             outcome = _Outcome.failed(str(exc))
+        if found[2] and outcome.end < 0:
+            search, after_call = found[0] + 1, False  # a bare call that does not read is text
+            continue
+        parts.append(text[at : found[0]])
         calls.append(outcome.call)
-        if outcome.end < 0:
+        end = outcome.end if outcome.end >= 0 else _failed_end(reader, found)
+        if end < 0:
             at = len(text)
             break
-        at, after_call = outcome.end, True
+        at = search = end
+        after_call = True
     parts.append(text[at:])
     return XmlReply(content="".join(parts), calls=tuple(calls))

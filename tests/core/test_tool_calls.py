@@ -171,7 +171,7 @@ def bad(syntax: CallSyntax, text: str, problem: str, *, id: str) -> Any:
         bad(S.XML, "<tool_call>\n<function=a>\n<parameter=k>\nv\n", "not closed with </tool_call>", id="xml-unclosed-call"),
         bad(S.XML, "<tool_call>\n<function=a>\n<parameter=k>\nv\n</tool_call>", "</function>", id="xml-unclosed-function"),
         bad(S.XML, "<tool_call>\n<function=a>\n<parameter=k>\nv\n</function>\n</tool_call>", "parameter `k` is not closed", id="xml-unclosed-parameter"),
-        bad(S.XML, xml("a", k="1").replace("</parameter>\n", "</parameter>\n<parameter=k>\n2\n</parameter>\n"), "duplicate parameter `k`", id="xml-duplicate-parameter"),
+        bad(S.XML, xml("a", k="1").replace("</parameter>\n", "</parameter>\n<parameter=k>\n2\n"), "duplicate parameter `k`", id="xml-duplicate-parameter"),
         bad(S.XML, "<tool_call>\n<function=a>\nhello\n</function>\n</tool_call>", "unexpected text `hello", id="xml-text-out-of-place"),
         bad(S.XML, "<tool_call>\n<function=a>\n</function>\nmore\n</tool_call>", "unexpected text `more", id="xml-text-after-function"),
         bad(S.XML, '<tool_call>\n{"name": "a", "arguments": 3}\n</tool_call>', "`arguments` must be a JSON object", id="xml-bad-json-in-tags"),

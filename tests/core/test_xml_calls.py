@@ -1,7 +1,8 @@
 """Where each value, call and wrapper of the xml syntax ends (`core.xml_calls`), rule by rule;
 and the property that a call the real Qwen3.5 template renders, whatever its values
-hold, reads back as that very call, whole and streamed in pieces, or, where two
-calls render the same text, as a problem: never as another call.
+hold, reads back as that very call, whole and streamed in pieces; where another call
+renders the very same text (a value holding `</parameter>` then the head of one of
+the tool's parameters), as one call of that tool, or a problem.
 
 Also the whole-reply rule of `tool_calls` for Llama 3's and bare JSON: a call only
 when the top-level keys say so.
@@ -58,10 +59,17 @@ def problem(text: str) -> str:
 # --- rule 1: where a call opens -----------------------------------------------------------
 
 
-def test_rule_1_a_bare_call_where_a_call_may_stand_is_a_call() -> None:
+def test_rule_1_a_bare_call_that_starts_a_line_is_a_call() -> None:
     bare = "<function=clock>\n</function>"
     assert read(f"  {bare}").calls == (ToolCall("clock", "{}"),)
-    assert read(f"{call('clock')}\n{bare}").calls == (ToolCall("clock", "{}"),) * 2
+    assert read(f"{call('clock')}{bare}").calls == (ToolCall("clock", "{}"),) * 2
+    assert read(f"Checking.\n\t{bare}") == Reply("Checking.", (ToolCall("clock", "{}"),))
+    assert read(f"{bare}\n</tool_call>") == Reply("", (ToolCall("clock", "{}"),))
+
+
+def test_rule_1_a_bare_call_that_does_not_read_is_text() -> None:
+    text = "Here is how:\n<function=clock> is what you write first."
+    assert read(text) == Reply(content=text, calls=())
 
 
 def test_rule_1_a_bare_call_inside_an_answer_is_text() -> None:
@@ -139,10 +147,25 @@ def test_rule_5_an_unclosed_parameter_before_a_sibling_is_a_problem() -> None:
     assert "parameter `content` is not closed" in problem(text)
 
 
-def test_rule_5_a_parameter_given_twice_is_a_problem() -> None:
+def test_rule_5_a_value_may_quote_a_whole_call_of_the_same_tool() -> None:
+    content = 'doc = """\n' + call("write_file", path="/w/b", content="hello") + '\n"""'
+    text = call("write_file", path="/w/a", content=content)
+    assert only_call(text) == ("write_file", {"path": "/w/a", "content": content})
+
+
+def test_rule_5_a_parameter_written_twice_reads_as_one_value_holding_the_second() -> None:
+    """The same text as a value that quotes `</parameter>` and the parameter's head."""
     text = call("write_file", path="/w/a", content="x").replace(
         "</parameter>\n</function>",
         "</parameter>\n<parameter=content>\ny\n</parameter>\n</function>",
+    )
+    content = "x\n</parameter>\n<parameter=content>\ny"
+    assert only_call(text) == ("write_file", {"path": "/w/a", "content": content})
+
+
+def test_rule_5_a_parameter_written_twice_and_left_open_is_a_problem() -> None:
+    text = call("write_file", path="/w/a", content="x").replace(
+        "</parameter>\n</function>", "</parameter>\n<parameter=content>\ny\n</function>"
     )
     assert "duplicate parameter `content`" in problem(text)
 
@@ -154,9 +177,17 @@ def test_rule_5_a_call_never_closed_is_a_problem() -> None:
 # --- rule 6: never run truncated ----------------------------------------------------------
 
 
-def test_rule_6_a_call_that_cannot_be_read_takes_the_rest_of_the_reply() -> None:
-    text = "Saving.\n<tool_call>\n<function=write_file>\n<parameter=path>\n/w/a\n</tool_call> tail"
-    reply = read(text)
+def test_rule_6_a_call_that_cannot_be_read_ends_where_the_rest_reads() -> None:
+    bad = "<tool_call>\n<function=write_file>\n<parameter=path>\n/w/a\n</tool_call>"
+    reply = read(f"Saving.\n{bad} then\n{call('clock')}")
+    assert reply.content == "Saving.\n then"
+    assert isinstance(reply.calls[0], BadToolCall)
+    assert reply.calls[1:] == (ToolCall("clock", "{}"),)
+
+
+def test_rule_6_a_call_that_cannot_be_read_takes_the_rest_when_no_end_reads() -> None:
+    bad = "<tool_call>\n<function=write_file>\n<parameter=path>\n/w/a\n</tool_call>"
+    reply = read(f"Saving.\n{bad} and </parameter> {call('clock')}")
     assert reply.content == "Saving."
     assert len(reply.calls) == 1
     assert isinstance(reply.calls[0], BadToolCall)
@@ -164,8 +195,8 @@ def test_rule_6_a_call_that_cannot_be_read_takes_the_rest_of_the_reply() -> None
 
 def test_rule_6_a_tangle_past_the_step_budget_is_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(xml_calls, "MAX_STEPS", 50)
-    tangle = "\n".join(["</parameter>\n<parameter=zz>"] * 40)
-    assert "too tangled" in problem(call("unknown", a=tangle, b="1"))
+    tangle = "x\n</parameter>\n</function>\n</tool_call>\n" * 40
+    assert "too tangled" in problem(call("write_file", path="/w/a", content=tangle))
 
 
 # --- the property: the real template's rendering reads back --------------------------------
@@ -187,7 +218,7 @@ _PIECES = st.sampled_from(
     ]
 )
 VALUES = st.one_of(st.text(max_size=40), st.lists(_PIECES, max_size=12).map("".join))
-# where two different calls render the same text (rules 4 and 5), a problem is the answer
+# where two calls of the tool render the same text (rules 4 and 5), one of them is read
 _SAME_TEXT = re.compile(
     r"</parameter>\s*<parameter=(path|content|name|arguments)>|</tool_call>\s*(<tool_call>|<function=)"
 )
@@ -221,9 +252,12 @@ def rendered(name: str, arguments: dict[str, Any]) -> str:
 def reads_back(text: str, name: str, arguments: dict[str, Any], values: list[str]) -> None:
     reply = read(text)
     if any(_SAME_TEXT.search(v) for v in values):
-        assert reply.calls in (
-            (ToolCall(name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))),),
-        ) or (len(reply.calls) == 1 and isinstance(reply.calls[0], BadToolCall)), reply
+        # another call of the tool renders this very text: one of the two is read
+        assert len(reply.calls) == 1, reply
+        got = reply.calls[0]
+        if isinstance(got, ToolCall):
+            assert got.name == name
+            assert set(json.loads(got.arguments)) <= set(arguments)
     else:
         assert len(reply.calls) == 1, reply
         assert isinstance(reply.calls[0], ToolCall), reply
