@@ -2,10 +2,13 @@
 
 No I/O of its own (the model's tokenizer and template are read through the model).
 `[model] template = "auto"` (the default) uses the model file's own chat template
-(`core.template_prompt`) when it can be followed; a template that renders but cannot
-be split at its slots falls back to the hand-written format its markers name
+(`core.template_prompt`) when it can be followed: of a file with named templates,
+the one `core.named_templates` chooses (`tool_use` where there is one), run in the
+same sandbox and bounds as a default one. A template that renders but cannot be
+split at its slots falls back to the hand-written format its markers name
 (`choose_format`), with the reason logged; a template that raises, loops or breaks a
-bound on loopd's sample conversation refuses the start (runbook.md#loopd-template-refused).
+bound on loopd's sample conversation refuses the start (runbook.md#loopd-template-refused),
+naming the template.
 A format named in `[model] template` is used as it is. Either way the vocabulary must
 have every marker of the dialect as one token (`self_test`).
 """
@@ -21,6 +24,7 @@ from typing import Protocol
 from boxmaker.core.chat_format import KNOWN_FORMATS, ChatFormat, format_for, missing_markers
 from boxmaker.core.dialect import Dialect, from_format, from_template
 from boxmaker.core.errors import StartupError
+from boxmaker.core.named_templates import ChosenTemplate
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt, TemplateUnusableError
 from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
@@ -95,15 +99,18 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
     """The dialect and one line saying why it was chosen (see the module docstring)."""
     source = model.chat_template
     if config.model.template == "auto" and source is not None:
+        choice = chosen_template(model)
+        named = f" {choice.describe()}" if choice is not None else ""
         try:
             prompt = template_prompt(config, model, source)
         except TemplateUnusableError as exc:
-            why = f"the model's own template cannot be followed ({exc})"
+            why = f"the model's own template{named} cannot be followed ({exc})"
             log.warning("event=template_unusable %s; a hand-written format stands in", why)
         except TemplateError as exc:
             raise StartupError(
-                f"the model's chat template cannot be used: {exc}; set [model] template in "
-                f"loopd.toml to a hand-written format to run this file anyway; {TEMPLATE_POINTER}"
+                f"the model's chat template{named} cannot be used: {exc}; set [model] template "
+                f"in loopd.toml to a hand-written format to run this file anyway; "
+                f"{TEMPLATE_POINTER}"
             ) from exc
         else:
             dialect = from_template(
@@ -112,12 +119,20 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
                 partial(is_marker, model),
                 marker_texts(model),
             )
-            return dialect, "the model's own chat template"
+            which = f": {choice.explain()}" if choice is not None else ""
+            return dialect, f"the model's own chat template{which}"
         chosen = choose_format(config, model)
         return from_format(chosen), f"the {chosen.name} format: {why}"
     chosen = choose_format(config, model)
     why = "named in [model] template" if config.model.template != "auto" else "no template"
     return from_format(chosen), f"the {chosen.name} format ({why})"
+
+
+def chosen_template(model: Model) -> ChosenTemplate | None:
+    """Which of the file's templates `model.chat_template` is, where the model says
+    (`LlamaModel` and the model check's vocabulary do; a scripted model does not)."""
+    choice = getattr(model, "template_choice", None)
+    return choice if isinstance(choice, ChosenTemplate) else None
 
 
 def self_test(model: Model, dialect: _Marked) -> list[str]:

@@ -18,8 +18,10 @@ The rule. A token of the vocabulary is a marker when
    parsing or not), and it is one of these:
    a. named by one of the file's special-token keys
       (`tokenizer.ggml.<name>_token_id` in its metadata);
-   b. used by the chat template (`tokenizer.chat_template`: the token's text
-      occurs in it);
+   b. used by a chat template of the file (`tokenizer.chat_template`, and the
+      named ones beside it, `tokenizer.chat_template.<name>`, such as the
+      `tool_use` template loopd renders where there is one: the token's text
+      occurs in one of them);
    c. shaped as a marker (`boxmaker.core.marker_shapes.is_marker_shaped`: the
       angle-bar and bracket forms, the start-of and end-of forms, think and
       tool-call tags, image and other media markers).
@@ -140,7 +142,11 @@ def named_tokens(metadata: Mapping[str, str]) -> dict[int, str]:
 def build_markers(vocab: Vocabulary) -> tuple[Marker, ...]:
     """The vocabulary's markers by the rule above, in id order."""
     named = named_tokens(vocab.metadata)
-    template = vocab.metadata.get(TEMPLATE_KEY, "")
+    template = "\n".join(
+        str(text)
+        for key, text in vocab.metadata.items()
+        if key == TEMPLATE_KEY or key.startswith(f"{TEMPLATE_KEY}.")
+    )
     markers: list[Marker] = []
     for token in range(vocab.n_tokens()):
         attr = vocab.token_attr(token)

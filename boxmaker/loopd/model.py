@@ -21,6 +21,9 @@ within `saved_bytes`, the least recently used leaving first. Where it runs
 (layers on the GPU, flash attention, the KV cache's type, batch sizes) is the
 `Offload` loopd planned from loopd.toml (`boxmaker.core.offload`); `offloaded` is
 llama.cpp's own count of layers put on the GPU, read from its load log.
+`chat_template` is the template loopd renders: the file's `tool_use` template
+where it has one, else its default (`core.named_templates`; `template_choice`
+says which, and from which key).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.errors import BoxmakerError
 from boxmaker.core.layout import Home
+from boxmaker.core.named_templates import ChosenTemplate, choose_template
 from boxmaker.core.offload import Offload, offloaded_layers
 from boxmaker.core.sampling import Sampling
 from boxmaker.loopd.backend import LoadLog
@@ -62,6 +66,9 @@ EMBEDDED_NAME = "gemma-3-270m-q4_k_m.gguf"
 # those cells for every layer and a copy of its `scores` array besides: with
 # logits_all=False n_batch x n_vocab x 4 bytes, 512 MiB here, never read.)
 SAVED_SESSIONS = 2
+# loopd prompts every conversation with its tools (`loopd.tools.TOOL_SCHEMAS`), so
+# the template it renders is the one Hugging Face renders when tools are given
+GIVES_TOOLS = True
 
 
 @dataclass(frozen=True)
@@ -151,8 +158,11 @@ class LlamaModel:
         threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
         weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
         metadata = self._llm.metadata
-        template = metadata.get("tokenizer.chat_template")
-        self.chat_template: str | None = template if isinstance(template, str) else None
+        # the file's default template, or the named one loopd renders instead
+        # (`core.named_templates`: `tool_use` where the file has it, loopd giving tools)
+        self.template_choice: ChosenTemplate | None = choose_template(metadata, tools=GIVES_TOOLS)
+        choice = self.template_choice
+        self.chat_template: str | None = choice.source if choice is not None else None
         architecture = metadata.get("general.architecture")
         self.architecture: str | None = architecture if isinstance(architecture, str) else None
         self.bos_text = special_text(self._llm, self._llm.token_bos())

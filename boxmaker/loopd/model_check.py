@@ -11,8 +11,13 @@ loopd.toml must change, names the key and what to set). The facts:
 
     model            the path
     architecture     general.architecture, and the trained context (<arch>.context_length)
-    chat template    found and used; or the hand-written format that stands in, and why
-    dialect          the call syntax, the reasoning markers and whether the prompt opens them
+    chat template    found and used, and which of the file's templates it is (`default
+                     (tokenizer.chat_template)`, or `tool_use (tokenizer.chat_template.tool_use)`
+                     where the file has one: `core.named_templates`); or the hand-written
+                     format that stands in, and why
+    dialect          the call syntax, the reasoning markers and whether the prompt opens
+                     them; where the template shows no call syntax (or there is no
+                     template), that it shows none and which syntax loopd teaches instead
     markers          how many, and the marker self-test (every marker one token, its
                      neutralised form several) and the dialect's self-test
     prompt           loopd's prompt for a sample conversation against the template's own
@@ -30,7 +35,8 @@ loopd.toml must change, names the key and what to set). The facts:
                      refused combination of keys is a problem
 
 Exit status 0 when loopd would start on the file, 1 when it would not, 2 when the
-file cannot be read at all.
+file cannot be read at all (llama-cpp-python compiles every chat template a file
+holds, named ones too, as it loads it: one that does not compile stops the load).
 """
 
 from __future__ import annotations
@@ -40,9 +46,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from boxmaker.core.chat_format import Role, Turn
 from boxmaker.core.context_fit import ContextFitError, fit_context, kv_bytes_per_token
+from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import StartupError
+from boxmaker.core.named_templates import choose_template
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt
 from boxmaker.core.template_sandbox import TemplateError
@@ -57,7 +67,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
     unlisted,
 )
-from boxmaker.loopd.model import Generation, embedded_model_path, special_text
+from boxmaker.loopd.model import GIVES_TOOLS, Generation, embedded_model_path, special_text
 from boxmaker.loopd.placement import plan
 
 SAMPLE_SYSTEM = "You are a helpful assistant."
@@ -77,8 +87,10 @@ class VocabularyModel:
         self._llm: Any = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
         self.vocabulary = LlamaVocabulary(self._llm)
         self.metadata: dict[str, str] = dict(self._llm.metadata)
-        template = self.metadata.get("tokenizer.chat_template")
-        self.chat_template: str | None = template if isinstance(template, str) else None
+        # the template loopd renders, as `LlamaModel` chooses it (core.named_templates)
+        self.template_choice = choose_template(self.metadata, tools=GIVES_TOOLS)
+        choice = self.template_choice
+        self.chat_template: str | None = choice.source if choice is not None else None
         self.bos_text = special_text(self._llm, self._llm.token_bos())
         self.eos_text = special_text(self._llm, self._llm.token_eos())
         self.add_bos = str(self.metadata.get("tokenizer.ggml.add_bos_token")) == "true"
@@ -117,12 +129,20 @@ def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
     except StartupError as exc:
         return [*lines, f"problem: {exc}"], False
     lines.append(f"chat template: {why}")
-    syntax = dialect.syntax.value if dialect.syntax is not None else "tagged or bare JSON"
+    prompt: TemplatePrompt | None = None
+    if dialect.name == "template" and model.chat_template is not None:
+        try:  # the same template, sandbox and bounds as the dialect's: its facts again
+            prompt = template_prompt(config, model, model.chat_template)
+        except TemplateError as exc:
+            pointer = Runbook.LOOPD_TEMPLATE_REFUSED.pointer
+            return [*lines, f"problem: the chat template cannot be used: {exc}; {pointer}"], False
     reasoning = "none"
     if dialect.reasoning is not None:
         opened = ", opened by the prompt" if dialect.opens_reasoning else ""
         reasoning = f"{dialect.reasoning.open} ... {dialect.reasoning.close}{opened}"
-    lines.append(f"dialect: {dialect.name}, tool calls {syntax}, reasoning {reasoning}")
+    lines.append(
+        f"dialect: {dialect.name}, tool calls {call_syntax(dialect, prompt)}, reasoning {reasoning}"
+    )
     plain = plain_user_defined(model.vocabulary, model.markers)
     problems = unlisted(model.markers, format_markers(dialect))
     problems += marker_problems(model.vocabulary, model.markers, plain)
@@ -136,7 +156,7 @@ def check_lines(path: Path, config: LoopdConfig) -> tuple[list[str], bool]:
         )
     else:
         lines.append(f"markers: {len(model.markers)}, the marker self-test passed")
-    lines.append(f"prompt: {compare_prompt(config, model, dialect.name == 'template')}")
+    lines.append(f"prompt: {compare_prompt(config, model, prompt)}")
     size = os.stat(path).st_size
     kv = kv_bytes_per_token(meta, config.model.kv_type)
     per_thousand = f"{kv * 1000 / 2**20:.1f} MiB" if kv is not None else "unknown"
@@ -168,12 +188,32 @@ def placement_plan(config: LoopdConfig) -> str:
     return f"{backend.describe()}; {plan(config, backend).describe()}"
 
 
-def compare_prompt(config: LoopdConfig, model: VocabularyModel, uses_template: bool) -> str:
-    """loopd's prompt for the sample conversation against the template's own rendering."""
-    if model.chat_template is None or not uses_template:
+def call_syntax(dialect: Dialect, prompt: TemplatePrompt | None) -> str:
+    """How the model's tool calls are read and taught: the syntax the template writes,
+    or, where it writes none (`TemplateFacts.syntax` None) or there is no template,
+    that it shows none and the syntax loopd teaches in the system text instead."""
+    taught = dialect.teach.value
+    if prompt is None:
+        return f"tagged or bare JSON (a hand-written format: loopd teaches {taught})"
+    if prompt.facts.syntax is None:
+        return (
+            f"{taught} (the template shows no call syntax: loopd teaches {taught} "
+            "in the system text)"
+        )
+    written = dialect.syntax.value if dialect.syntax is not None else taught
+    if not dialect.prompt_teaches_syntax:
+        return f"{written} (the template writes no tools block: loopd teaches it)"
+    return written
+
+
+def compare_prompt(
+    config: LoopdConfig, model: VocabularyModel, prompt: TemplatePrompt | None
+) -> str:
+    """loopd's prompt for the sample conversation against the template's own rendering
+    (`prompt` None: no template is used)."""
+    if prompt is None:
         return "rendered by the hand-written format (no template to compare with)"
     try:
-        prompt: TemplatePrompt = template_prompt(config, model, model.chat_template)
         ours = prompt.text(SAMPLE_SYSTEM, SAMPLE)
         theirs = prompt.template.render(
             [
@@ -225,6 +265,15 @@ def run_check(path: Path | None, config: LoopdConfig) -> int:
         lines, ok = check_lines(path, as_used)
     except (ValueError, RuntimeError) as exc:  # llama-cpp-python could not read it
         print(f"loopd: {path} cannot be read as a GGUF model: {exc}")
+        return 2
+    except jinja2.TemplateError as exc:  # llama-cpp-python compiles every template it holds
+        reason = " ".join(str(exc).split())[:200]
+        print(
+            f"loopd: {path} cannot be loaded: llama-cpp-python compiles each of the file's "
+            f"chat templates (default and named) as it loads it, and one does not compile "
+            f"({reason}); no loopd.toml key gets past that: fix or remove that template in "
+            "a copy of the file (gguf-new-metadata --remove-metadata KEY)"
+        )
         return 2
     for line in lines:
         print(line)

@@ -9,8 +9,9 @@ Rules, in the order the code follows them:
 
 1. The vocabulary is copied, never made up: every `tokenizer.*` key of a
    vocabulary-only GGUF (scripts/fetch-vocabularies fetches them from the pinned
-   llama-cpp-python's source package), with its GGUF type, except
-   `tokenizer.chat_template`, which is the template given.
+   llama-cpp-python's source package), with its GGUF type, except the chat
+   templates (`tokenizer.chat_template`, `tokenizer.chat_template.<name>` and
+   `tokenizer.chat_templates`), which are the templates given.
 2. An architecture is one row of `ARCHITECTURES`: its hyperparameters and its
    tensors, named and shaped as the vendored llama.cpp creates them
    (src/models/<arch>.cpp, `load_arch_hparams` and `load_arch_tensors`). The loader
@@ -23,6 +24,13 @@ Rules, in the order the code follows them:
    `seed`: the same seed, vocabulary and template give the same bytes.
 5. `token_embd` is f16 (the vocabulary makes it the one large tensor, and the output
    layer is tied to it, as in the small Qwen models); every other tensor is f32.
+6. Named templates (`named_templates`, name to template) are written as
+   convert_hf_to_gguf.py writes a Hugging Face `chat_template` list of `{name,
+   template}`: through gguf's own `GGUFWriter.add_chat_template`, the template given
+   as `default`, each other under `tokenizer.chat_template.<name>`, their names in
+   `tokenizer.chat_templates` (a Hermes 2 Pro or Hermes 3 file: `tool_use`). gguf
+   lists the names from a set: with more than one, their order (so rule 4's same
+   bytes) may change between runs.
 
 I/O: reads the vocabulary file, writes the model file.
 """
@@ -40,6 +48,7 @@ from gguf import MODEL_TENSOR, TENSOR_NAMES, GGUFReader, GGUFValueType, GGUFWrit
 
 TOKENIZER_PREFIX = "tokenizer."
 CHAT_TEMPLATE_KEY = "tokenizer.chat_template"
+CHAT_TEMPLATES_KEY = "tokenizer.chat_templates"  # the names of the named ones
 TOKENS_KEY = "tokenizer.ggml.tokens"
 WEIGHT_SCALE = 0.02
 
@@ -262,11 +271,11 @@ class _ArrayReader(GGUFReader):
 
 
 def read_vocabulary(path: Path) -> list[VocabularyField]:
-    """Every `tokenizer.*` key of a GGUF file but the chat template, in file order."""
+    """Every `tokenizer.*` key of a GGUF file but the chat templates, in file order."""
     reader = _ArrayReader(path)
     fields: list[VocabularyField] = []
     for field in reader.fields.values():
-        if not field.name.startswith(TOKENIZER_PREFIX) or field.name == CHAT_TEMPLATE_KEY:
+        if not field.name.startswith(TOKENIZER_PREFIX) or _is_template_key(field.name):
             continue
         kind = field.types[0]
         if kind is GGUFValueType.ARRAY and len(field.types) != 2:
@@ -276,6 +285,12 @@ def read_vocabulary(path: Path) -> list[VocabularyField]:
     if not any(field.name == TOKENS_KEY for field in fields):
         raise ValueError(f"{path}: no {TOKENS_KEY}; not a vocabulary file")
     return fields
+
+
+def _is_template_key(name: str) -> bool:
+    return name in (CHAT_TEMPLATE_KEY, CHAT_TEMPLATES_KEY) or name.startswith(
+        CHAT_TEMPLATE_KEY + "."
+    )
 
 
 def _fill(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray[Any, Any]:
@@ -296,12 +311,14 @@ def write_tiny_model(
     arch: str,
     vocabulary: Path | Sequence[VocabularyField],
     chat_template: str,
+    named_templates: Mapping[str, str] | None = None,
     seed: int = 0,
 ) -> Path:
     """Write a tiny `arch` model to `path` and return `path`.
 
     `vocabulary` is a vocabulary-only GGUF file, or what `read_vocabulary` read from
     one (reading is the slow part: pass the fields to build several models).
+    `named_templates` are written beside `chat_template`, the default (rule 6).
     """
     architecture = ARCHITECTURES.get(arch)
     if architecture is None:
@@ -314,7 +331,17 @@ def write_tiny_model(
     architecture.add_hyperparameters(writer)
     for field in fields:
         writer.add_key_value(field.name, field.value, field.type, sub_type=field.sub_type)
-    writer.add_chat_template(chat_template)
+    if named_templates:
+        if "default" in named_templates:
+            raise ValueError("the default template is `chat_template`, not a named one")
+        writer.add_chat_template(
+            [
+                {"name": "default", "template": chat_template},
+                *({"name": name, "template": text} for name, text in named_templates.items()),
+            ]
+        )
+    else:
+        writer.add_chat_template(chat_template)
     rng = np.random.default_rng(seed)
     for spec in architecture.tensors(len(tokens)):
         writer.add_tensor(spec.name, _fill(spec, rng))

@@ -1,6 +1,8 @@
 """`bxctl model check PATH` on real files: the embedded default model, the small models
 the tests build (`boxmaker.testing.tiny_gguf`, a real Qwen vocabulary and template),
-and a model whose template raises. Each runs the installed console scripts, as the
+one written as a Hermes 2 Pro or Hermes 3 file is (the real default template, and the
+real `tool_use` one beside it), one with that default alone, one whose `tool_use`
+template does not compile, and a model whose template raises. Each runs the installed console scripts, as the
 owner does: bxctl runs loopd's check in a child process.
 """
 
@@ -50,6 +52,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     qwen35 = read_vocabulary(vocabularies / "ggml-vocab-qwen35.gguf")
     qwen3_template = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text()
     qwen35_template = (TEMPLATES / "Qwen3.5-4B.jinja").read_text()
+    hermes_default = (TEMPLATES / "NousResearch-Hermes-3-Llama-3.1-8B-default.jinja").read_text()
+    hermes_tool_use = (TEMPLATES / "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja").read_text()
     return {
         "qwen3": write_tiny_model(
             where / "qwen3.gguf", arch="qwen3", vocabulary=qwen2, chat_template=qwen3_template
@@ -59,6 +63,26 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             arch="qwen35moe",
             vocabulary=qwen35,
             chat_template=qwen35_template,
+        ),
+        "hermes": write_tiny_model(
+            where / "hermes.gguf",
+            arch="qwen3",
+            vocabulary=qwen2,
+            chat_template=hermes_default,
+            named_templates={"tool_use": hermes_tool_use},
+        ),
+        "hermes-default": write_tiny_model(
+            where / "hermes-default.gguf",
+            arch="qwen3",
+            vocabulary=qwen2,
+            chat_template=hermes_default,
+        ),
+        "tool-use-does-not-compile": write_tiny_model(
+            where / "broken-tool-use.gguf",
+            arch="qwen3",
+            vocabulary=qwen2,
+            chat_template=hermes_default,
+            named_templates={"tool_use": "{% if %}"},
         ),
         "raises": write_tiny_model(
             where / "raises.gguf",
@@ -112,6 +136,49 @@ def test_a_small_qwen_model_passes_on_its_own_template(
     ) in done.stdout.splitlines()
 
 
+def test_a_hermes_pair_of_templates_names_tool_use(models: dict[str, Path]) -> None:
+    done = check(models["hermes"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":", 1)[0] + ":" for line in lines] == list(FACTS)
+    assert (
+        "chat template: the model's own chat template: tool_use "
+        "(tokenizer.chat_template.tool_use), the one Hugging Face renders when tools are "
+        "given; the file also holds default"
+    ) in lines
+    # the tool-use template writes the <tool_call> form and a tools block of its own
+    assert "dialect: template, tool calls tagged_json, reasoning none" in lines
+    assert "prompt: identical to the template's own rendering" in lines
+
+
+def test_a_default_alone_is_named_and_its_missing_call_syntax_said(
+    models: dict[str, Path],
+) -> None:
+    done = check(models["hermes-default"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":", 1)[0] + ":" for line in lines] == list(FACTS)
+    assert (
+        "chat template: the model's own chat template: default (tokenizer.chat_template)" in lines
+    )
+    assert (
+        "dialect: template, tool calls tagged_json (the template shows no call syntax: "
+        "loopd teaches tagged_json in the system text), reasoning none"
+    ) in lines
+
+
+def test_a_named_template_that_does_not_compile_stops_the_load_in_one_line(
+    models: dict[str, Path],
+) -> None:
+    # llama-cpp-python compiles every template the file holds as it loads it
+    done = check(models["tool-use-does-not-compile"])
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stdout.splitlines()
+    assert "cannot be loaded: llama-cpp-python compiles each of the file's chat templates" in line
+    assert line.endswith("(gguf-new-metadata --remove-metadata KEY)")
+    assert "Traceback" not in done.stderr
+
+
 def test_a_context_past_the_trained_one_is_a_problem_naming_the_key(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -130,6 +197,9 @@ def test_a_template_that_raises_is_refused_with_its_pointer(models: dict[str, Pa
     done = check(models["raises"])
     assert done.returncode == 1, done.stdout + done.stderr
     (problem,) = [line for line in done.stdout.splitlines() if line.startswith("problem:")]
+    assert problem.startswith(
+        "problem: the model's chat template default (tokenizer.chat_template) cannot be used: "
+    )
     assert "this template refuses everything" in problem
     assert problem.endswith("see runbook.md#loopd-template-refused")
 

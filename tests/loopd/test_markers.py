@@ -127,6 +127,20 @@ def test_a_token_used_by_the_chat_template_is_listed() -> None:
     assert build_markers(vocab) == (Marker(0, plain_looking, "user-defined; in the chat template"),)
 
 
+def test_a_token_used_only_by_a_named_template_is_listed() -> None:
+    """A Hermes-style file: the `tool_use` template loopd renders writes a token that the
+    default template does not."""
+    plain_looking = L + "turn" + R
+    vocab = FakeVocabulary(
+        [(plain_looking, USER_DEFINED)],
+        {
+            "tokenizer.chat_template": "{{ 'plain' }}",
+            "tokenizer.chat_template.tool_use": "{{ '" + plain_looking + "' }}",
+        },
+    )
+    assert build_markers(vocab) == (Marker(0, plain_looking, "user-defined; in the chat template"),)
+
+
 def test_a_user_defined_token_its_text_does_not_produce_is_not_listed() -> None:
     vocab = FakeVocabulary([(IMAGE, USER_DEFINED), (L + "start", USER_DEFINED)])
     # the longer token wins for the text, so the second one is never produced by it

@@ -207,7 +207,12 @@ def loaded(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Loaded:
 def test_loopd_speaks_the_models_own_template(loaded: Loaded) -> None:
     dialect = loaded.dialect
     assert loaded.model.chat_template == loaded.built.template
-    assert (dialect.name, loaded.why) == ("template", "the model's own chat template")
+    assert (dialect.name, loaded.why) == (
+        "template",
+        "the model's own chat template: default (tokenizer.chat_template)",
+    )
+    assert loaded.model.template_choice is not None
+    assert loaded.model.template_choice.others == ()  # no named templates in the file
     assert dialect.syntax is loaded.built.case.syntax
     assert dialect.opens_reasoning is loaded.built.case.opens_reasoning
     assert dialect.reasoning == THINK
