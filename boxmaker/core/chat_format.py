@@ -84,13 +84,26 @@ Segment = Text | Tokens
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyCall:
+    """A tool call a model turn made, as loopd read it: the tool's name, its arguments
+    as JSON text, and its id (the model's own, or one loopd made where it wrote none)."""
+
+    name: str
+    arguments: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
-    """One message of the conversation. A model turn may carry its generated ids."""
+    """One message of the conversation. A model turn may carry its generated ids and
+    the calls it made; a tool result, the id of the call it answers."""
 
     role: Role
     text: str
     ids: tuple[int, ...] | None = None
     name: str | None = None  # for a tool result: the tool that answered
+    calls: tuple[ReplyCall, ...] = ()  # for a model turn: the calls it made, in order
+    call_id: str | None = None  # for a tool result: the id of the call it answers
 
 
 @dataclass(frozen=True, slots=True)

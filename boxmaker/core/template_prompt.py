@@ -26,40 +26,65 @@ rules, in the order they apply:
    message opening `[result of NAME]`, and consecutive user messages are one,
    a blank line between (templates that insist on alternating roles).
 4. **The model's own replies are replayed as generated.** A reply is handed to
-   the template as a bare sentinel and cut out: the prompt is built in
-   *stretches*, stretch k being the template's rendering of the conversation
-   before reply k (with the generation prompt), from just after reply k-1. So
-   what precedes a reply is exactly the generation prompt the model wrote it
-   after, the reply is its token ids, and every prompt extends the one before it
-   token for token. Where a template rewrites history (Qwen3 and Qwen3.5 drop
-   earlier turns' reasoning, Mistral moves the tools block and the system text to
-   the last user turn, a date from `strftime_now` moves on) loopd keeps what the
-   model was shown: the rendering differs from the template's own by exactly
-   those rewrites (tests/loopd/test_template_prompts.py shows each).
-5. **Names.** A tool result's `name` is handed to the template only when it is a
+   the template and cut out: the prompt is built in *stretches*, stretch k being
+   the template's rendering of the conversation before reply k (with the
+   generation prompt), from just after reply k-1. So what precedes a reply is
+   exactly the generation prompt the model wrote it after, the reply is its token
+   ids, and every prompt extends the one before it token for token. Where a
+   template rewrites history (Qwen3 and Qwen3.5 drop earlier turns' reasoning,
+   Mistral moves the tools block and the system text to the last user turn, a
+   date from `strftime_now` moves on) loopd keeps what the model was shown: the
+   rendering differs from the template's own by exactly those rewrites
+   (tests/loopd/test_template_prompts.py and test_long_sessions.py show each).
+   A reply with no calls is handed over as a bare sentinel, cut out where it
+   comes out.
+5. **A reply that made calls is handed over as calls**, in the structured form
+   the template reads (`tool_calls`, the content in the shape the probe found:
+   None, "" or absent), where the template has a tool role and writes a call
+   syntax: templates that count roles (Mistral's) see a call, not a second
+   assistant turn, and a result follows the call it answers. Each call is a
+   stand-in: its name a sentinel, its arguments empty, its id the call's own
+   (`core.call_ids`); a result carries the id of the call it answers. The
+   rendered call is never part of the prompt (the reply's own ids are): it only
+   shows where the reply ends, which is the longest stretch from the call's
+   opener that reads back as exactly the stand-in calls (`parse_reply` in the
+   template's syntax, no other text), never past the next message's text. A
+   stretch the template cannot render so, or whose end cannot be found so (the
+   DeepSeek-R1-Distill-Llama template writes a later call with no opener), is
+   rendered with the replies as text (rule 4) instead.
+6. **Tools in a system message.** A template that writes no tools block from
+   `tools` but does from the system message's `tools` field (Phi-4-mini's own
+   template, as Microsoft documents it) gets them there: as JSON text of the
+   functions (`[{"name": ..., "description": ..., "parameters": ...}]`), or as
+   that list where the text renders nothing.
+7. **Names.** A tool result's `name` is handed to the template only when it is a
    plain identifier (the template may write it as scaffolding); otherwise `tool`.
    The text of a tool name the model wrote goes in a slot, never in scaffolding.
-6. **BOS.** Where the vocabulary asks for a BOS token and the template does not
+8. **BOS.** Where the vocabulary asks for a BOS token and the template does not
    write one, the prompt starts with it (as Hugging Face's tokenizer adds it).
 
 The facts the probe finds (`TemplateFacts`): the roles above, whether the
 template writes a tools block, the generation prompt's tail, whether it opens a
 reasoning block (`<think>` and its kin) that the model is to close, the marker
-that closes a reply, and the syntax of a tool call as the template writes one.
+that closes a reply, and the syntax of a tool call as the template writes one
+(tried with the content None, "" and absent, and the arguments an object or JSON
+text, in that order: the DeepSeek-R1 distills write a call only when the content
+is None).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from boxmaker.core.chat_format import Role, Segment, Text, Tokens, Turn
+from boxmaker.core.call_ids import has_form
+from boxmaker.core.chat_format import ReplyCall, Role, Segment, Text, Tokens, Turn
 from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
-from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
+from boxmaker.core.tool_calls import CallSyntax, ToolCall, call_openers, parse_reply
 
 FENCE = "\x1f"
 PROBE = '"\\\n'
@@ -71,6 +96,11 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 # Reasoning markers models are known to write, open and close (Qwen3, QwQ,
 # DeepSeek-R1, Qwen3.5; Gemma 4's thought channel)
 REASONING_MARKERS = (("<think>", "</think>"), ("<|channel>", "<channel|>"))
+
+# The shapes of a call's content a template may test, in the order they are tried (rule 5)
+CONTENT_SHAPES: dict[str, dict[str, Any]] = {"none": {"content": None}, "empty": {"content": ""}}
+CONTENT_SHAPES["absent"] = {}
+SAMPLE_ID = "a1b2c3d4e"
 
 SAMPLE_CALL: dict[str, Any] = {
     "name": "call_tool",
@@ -94,6 +124,9 @@ class TemplateFacts:
     close_reply: str  # the scaffolding that follows a reply, up to the next text
     syntax: CallSyntax | None  # as the template writes a tool call; None: it writes none
     call_arguments_as_text: bool  # the template wants a call's arguments as JSON text
+    call_content: str = "none"  # the shape of a call's content (CONTENT_SHAPES) it wants
+    structured: bool = False  # a reply that made calls is handed over as calls (rule 5)
+    tools_in_system: str | None = None  # "text" or "list": the tools go there (rule 6)
 
 
 @dataclass
@@ -135,7 +168,10 @@ class TemplatePrompt:
             rf"(?P<trail>{re.escape(FENCE)}|{re.escape(FENCE_JSON)})?",
             re.DOTALL,
         )
-        self._reply = re.compile(rf"bx{nonce}(\d+)m")
+        # a reply's sentinel, and (with its number) each of its stand-in calls' names
+        self._reply = re.compile(rf"bx{nonce}(\d+)m(?:(\d+)c)?")
+        self._system_tools: str | list[Any] | None = None
+        self._form: TemplateFacts | None = None  # how calls are handed over, once probed
         self.facts = self._probe()
 
     # -- rendering --------------------------------------------------------------
@@ -176,20 +212,63 @@ class TemplatePrompt:
     def _stretch(
         self, system: str, turns: Sequence[Turn], end: int, after: int | None
     ) -> list[Segment]:
+        """Stretch `end` (rule 4), the replies that made calls handed over as calls
+        where the template can be followed so, else as text (rule 5)."""
+        structured = self.facts.structured and any(t.calls for t in turns[:end])
+        try:
+            return self._stretch_as(system, turns, end, after, structured=structured)
+        except TemplateError as exc:
+            if not structured:
+                raise
+            try:
+                return self._stretch_as(system, turns, end, after, structured=False)
+            except TemplateError:
+                raise exc from None
+
+    def _stretch_as(
+        self, system: str, turns: Sequence[Turn], end: int, after: int | None, *, structured: bool
+    ) -> list[Segment]:
         messages, slots = self._messages(
-            system, turns[:end], system_role=self.facts.system_role, tool_role=self.facts.tool_role
+            system,
+            turns[:end],
+            system_role=self.facts.system_role,
+            tool_role=self.facts.tool_role,
+            structured=structured,
         )
         rendered = self._render(messages, tools=self.tools, generation=True)
         if after is not None:
-            marks = [m for m in self._reply.finditer(rendered) if int(m.group(1)) == after]
-            if len(marks) != 1:
-                raise TemplateUnusableError(
-                    f"the template wrote an earlier reply {len(marks)} times, not once"
-                )
-            rendered = rendered[marks[0].end() :]
+            calls = len(turns[after].calls) if structured else 0
+            rendered = rendered[self._reply_end(rendered, after, calls, self.facts.syntax) :]
         if self._reply.search(rendered):
             raise TemplateUnusableError("the template wrote a reply where loopd cannot replay it")
         return self._split(rendered, slots)
+
+    def _reply_end(self, rendered: str, index: int, calls: int, syntax: CallSyntax | None) -> int:
+        """Where reply `index` ends in `rendered`: after its sentinel, or (handed over as
+        `calls` stand-in calls) after the longest stretch that reads back as them."""
+        number = "0" if calls else None
+        marks = [
+            m
+            for m in self._reply.finditer(rendered)
+            if int(m.group(1)) == index and m.group(2) == number
+        ]
+        if len(marks) != 1:
+            raise TemplateUnusableError(
+                f"the template wrote an earlier reply {len(marks)} times, not once"
+            )
+        if not calls:
+            return marks[0].end()
+        assert syntax is not None  # calls are handed over only where the template writes them
+        at = marks[0].start()
+        start = max(rendered.rfind(opener, 0, at) for opener in call_openers(syntax))
+        after = self._slot.search(rendered, at)
+        limit = after.start() if after is not None else len(rendered)
+        names = [self._call_name(index, n) for n in range(calls)]
+        if start >= 0:
+            for end in range(limit, at, -1):
+                if _reads_as(rendered[start:end], syntax, names):
+                    return end
+        raise TemplateUnusableError("the template wrote an earlier call where loopd cannot cut it")
 
     def _split(self, rendered: str, slots: Mapping[int, str]) -> list[Segment]:
         segments: list[Segment] = []
@@ -233,6 +312,35 @@ class TemplatePrompt:
     def _fenced(self, number: int) -> str:
         return f"{FENCE}bx{self._nonce}{number}a{PROBE}bx{self._nonce}{number}z{FENCE}"
 
+    def _call_name(self, index: int, number: int) -> str:
+        return f"bx{self._nonce}{index}m{number}c"
+
+    def _stand_in(self, index: int, calls: Sequence[ReplyCall]) -> dict[str, Any]:
+        """Reply `index`'s calls as the template reads them (rule 5): stand-ins."""
+        form = self._form
+        assert form is not None
+        empty: Any = "{}" if form.call_arguments_as_text else {}
+        return {
+            "role": "assistant",
+            **CONTENT_SHAPES[form.call_content],
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": call.id if has_form(call.id) else f"{index:05d}{number:04d}",
+                    "function": {"name": self._call_name(index, number), "arguments": empty},
+                }
+                for number, call in enumerate(calls)
+            ],
+        }
+
+    def system_tools(self) -> str | list[Any] | None:
+        """What the system message's `tools` field holds (rule 6); None: no such field."""
+        return self._system_tools
+
+    def _tools_in_system(self, form: str) -> str | list[Any]:
+        functions = [t.get("function", t) for t in self.tools]
+        return json.dumps(functions, ensure_ascii=False) if form == "text" else functions
+
     def _messages(
         self,
         system: str,
@@ -240,8 +348,10 @@ class TemplatePrompt:
         *,
         system_role: bool,
         tool_role: bool,
+        structured: bool = False,
     ) -> tuple[list[dict[str, Any]], dict[int, str]]:
-        """The template's messages for the conversation, every text a slot (rules 1, 3, 5)."""
+        """The template's messages for the conversation, every text a slot (rules 1, 3, 5,
+        6, 7)."""
         slots: dict[int, str] = {}
         messages: list[dict[str, Any]] = []
 
@@ -253,22 +363,28 @@ class TemplatePrompt:
         pending_system = ""
         if system_role:
             messages.append({"role": "system", "content": slot(system)})
+            if self._system_tools is not None:
+                messages[0]["tools"] = self._system_tools
         else:
             pending_system = slot(system)
         results = 0
         for index, turn in enumerate(turns):
             if turn.role is Role.MODEL:
-                messages.append({"role": "assistant", "content": f"bx{self._nonce}{index}m"})
+                if structured and turn.calls:
+                    messages.append(self._stand_in(index, turn.calls))
+                else:
+                    messages.append({"role": "assistant", "content": f"bx{self._nonce}{index}m"})
                 continue
             if turn.role is Role.TOOL and tool_role:
                 results += 1
                 name = turn.name if turn.name and _IDENTIFIER.fullmatch(turn.name) else "tool"
+                answers = turn.call_id if has_form(turn.call_id) else f"{results:09d}"
                 messages.append(
                     {
                         "role": "tool",
                         "content": slot(turn.text),
                         "name": name,
-                        "tool_call_id": f"{results:09d}",
+                        "tool_call_id": answers,
                     }
                 )
                 continue
@@ -307,6 +423,14 @@ class TemplatePrompt:
         messages, slots = self._messages("s", sample, system_role=system_role, tool_role=tool_role)
         plain = self._render(messages, tools=None, generation=True)
         with_tools = self._render(messages, tools=self.tools, generation=True)
+        tools_in_system = None
+        if plain == with_tools and system_role and self.tools:
+            tools_in_system = self._find_tools_in_system(sample, plain)
+            if tools_in_system is not None:
+                messages, slots = self._messages(
+                    "s", sample, system_role=system_role, tool_role=tool_role
+                )
+                with_tools = self._render(messages, tools=self.tools, generation=True)
         tail = self._split(with_tools, slots)[-1]
         generation_tail = tail.text if isinstance(tail, Text) and tail.special else ""
         reasoning = next(
@@ -315,8 +439,9 @@ class TemplatePrompt:
         opens = False
         if reasoning is not None and reasoning[0] in generation_tail:
             opens = reasoning[1] not in generation_tail.rsplit(reasoning[0], 1)[1]
-        syntax, as_text = self._call_syntax(system_role, tool_role)
-        return TemplateFacts(
+        forms = list(self._call_forms(system_role, tool_role))
+        syntax, as_text, content = forms[0] if forms else (None, False, "none")
+        facts = TemplateFacts(
             system_role=system_role,
             tool_role=tool_role,
             renders_tools=plain != with_tools,
@@ -326,7 +451,59 @@ class TemplatePrompt:
             close_reply=self._close_reply(system_role, tool_role),
             syntax=syntax,
             call_arguments_as_text=as_text,
+            call_content=content,
+            tools_in_system=tools_in_system,
         )
+        if not tool_role:
+            return facts
+        for found, as_text, content in forms:  # the first form a call can be handed over in
+            form = replace(
+                facts, syntax=found, call_arguments_as_text=as_text, call_content=content
+            )
+            self._form = form
+            if self._works_structured(form):
+                return replace(form, structured=True)
+        self._form = None
+        return facts
+
+    def _find_tools_in_system(self, sample: list[Turn], plain: str) -> str | None:
+        """Rule 6: the form of the system message's `tools` field that the template
+        writes ("text", then "list"), kept for rendering; None where neither is written."""
+        for form in ("text", "list"):
+            self._system_tools = self._tools_in_system(form)
+            messages, _ = self._messages("s", sample, system_role=True, tool_role=True)
+            try:
+                if self._render(messages, tools=self.tools, generation=True) != plain:
+                    return form
+            except TemplateError:
+                pass
+        self._system_tools = None
+        return None
+
+    def _works_structured(self, facts: TemplateFacts) -> bool:
+        """Whether a reply that made a call can be handed over as one (rule 5): a call,
+        its result, and the stretch after the call cut where the call ends."""
+        turns = [
+            Turn(Role.USER, "u"),
+            Turn(Role.MODEL, "m", calls=(ReplyCall("clock", "{}", SAMPLE_ID),)),
+            Turn(Role.TOOL, "t", name="clock", call_id=SAMPLE_ID),
+        ]
+        messages, slots = self._messages(
+            "s",
+            turns,
+            system_role=facts.system_role,
+            tool_role=facts.tool_role,
+            structured=True,
+        )
+        try:
+            rendered = self._render(messages, tools=self.tools, generation=True)
+            after = rendered[self._reply_end(rendered, 1, 1, facts.syntax) :]
+            if self._reply.search(after):
+                return False
+            self._split(after, slots)
+        except TemplateError:
+            return False
+        return True
 
     def _works(
         self, turns: list[Turn], *, system_role: bool, tool_role: bool, slot: int | None = None
@@ -368,38 +545,42 @@ class TemplatePrompt:
     def _read_back(self, before: str, after: str) -> CallSyntax | None:
         return _read_back_in(before, after, self._schemas)
 
-    def _call_syntax(self, system_role: bool, tool_role: bool) -> tuple[CallSyntax | None, bool]:
-        """The syntax that reads back the call the template writes (None: it writes none),
-        and whether it wanted the call's arguments as JSON text."""
+    def _call_forms(
+        self, system_role: bool, tool_role: bool
+    ) -> Iterator[tuple[CallSyntax, bool, str]]:
+        """Each way the template writes a call that reads back as the call, in the order
+        tried: the syntax, whether the arguments were JSON text, and the shape of the
+        content beside the call (CONTENT_SHAPES). None: the template writes no call."""
         base, _ = self._messages(
             "s", [Turn(Role.USER, "u")], system_role=system_role, tool_role=tool_role
         )
-        for as_text in (False, True):
-            arguments: Any = SAMPLE_CALL["arguments"]
-            if as_text:
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            call = {
-                "type": "function",
-                "id": "000000001",
-                "function": {"name": SAMPLE_CALL["name"], "arguments": arguments},
-            }
-            try:
-                without = self._render(
-                    [*base, {"role": "assistant", "content": ""}],
-                    tools=self.tools,
-                    generation=False,
-                )
-                written = self._render(
-                    [*base, {"role": "assistant", "content": "", "tool_calls": [call]}],
-                    tools=self.tools,
-                    generation=False,
-                )
-            except TemplateError:
-                continue
-            found = self._read_back(without, written)
-            if found is not None:
-                return found, as_text
-        return None, False
+        try:
+            without = self._render(
+                [*base, {"role": "assistant", "content": ""}], tools=self.tools, generation=False
+            )
+        except TemplateError:
+            without = self._render(base, tools=self.tools, generation=False)
+        for shape, content in CONTENT_SHAPES.items():
+            for as_text in (False, True):
+                arguments: Any = SAMPLE_CALL["arguments"]
+                if as_text:
+                    arguments = json.dumps(arguments, ensure_ascii=False)
+                call = {
+                    "type": "function",
+                    "id": SAMPLE_ID,
+                    "function": {"name": SAMPLE_CALL["name"], "arguments": arguments},
+                }
+                try:
+                    written = self._render(
+                        [*base, {"role": "assistant", **content, "tool_calls": [call]}],
+                        tools=self.tools,
+                        generation=False,
+                    )
+                except TemplateError:
+                    continue
+                found = self._read_back(without, written)
+                if found is not None:
+                    yield found, as_text, shape
 
 
 WIDEN = 24  # characters a diff's edges may have cut from a call's markers
@@ -435,6 +616,13 @@ def _added(before: str, after: str) -> tuple[int, int]:
     ):
         end += 1
     return start, len(after) - end
+
+
+def _reads_as(text: str, syntax: CallSyntax, names: Sequence[str]) -> bool:
+    """Whether `text` reads back as calls named `names`, in order, and nothing else."""
+    reply = parse_reply(text, syntax)
+    read = [c.name for c in reply.calls if isinstance(c, ToolCall)]
+    return not reply.content and len(reply.calls) == len(names) and read == list(names)
 
 
 def _same_call(call: object, expected: Mapping[str, Any]) -> bool:

@@ -6,9 +6,12 @@ fsynced (`ipc.files.append_durable`), created 0600 in a 0700 directory. Entries:
     {"type": "memory", "text": ...}                  memoryd's memory block, neutralised,
                                                      first, when the session began with one
     {"type": "user",  "text": ...}
-    {"type": "model", "text": ..., "ids": [...]}     the token ids as generated
+    {"type": "model", "text": ..., "ids": [...],     the token ids as generated, and the
+     "calls": [{"name", "arguments", "id"}]}         calls the reply made, as read, with
+                                                     their ids (`core.call_ids`)
     {"type": "tool",  "call": ..., "name": ..., "content": ...,
-     "class": ..., "untrusted": ..., "truncated": ..., "shown": ...}
+     "class": ..., "untrusted": ..., "truncated": ..., "shown": ...,
+     "answers": ...}                                 the id of the model's call it answers
     {"type": "notice", "text": ...}                  loopd's own words to the model
     {"type": "compaction", "summary": ..., "replaces": [[start, end], ...],
      "dropped": ..., "before": ..., "after": ..., "untrusted": ...}
@@ -18,7 +21,9 @@ the system turn (`SessionLog.memory`), and so is the latest compaction's
 summary. A compaction names the entries it replaces by index
 (`core.compaction_plan`); they stay in the file, and no later prompt renders them
 (`SessionLog.live`). Logs written before memory entries existed read back as they
-did. A resumed session is rebuilt from its log
+did, and so do logs written before a reply's calls and a result's `answers`
+were (their replies are handed to the template as text). A resumed session is
+rebuilt from its log
 exactly, so its next prompt extends the one evaluated before. A log that does
 not read back whole (a line that does not parse, a torn last line, an entry of
 no known type) is damaged: the session refuses to go on, and the message points
@@ -34,7 +39,7 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
-from boxmaker.core.chat_format import Role, Turn
+from boxmaker.core.chat_format import ReplyCall, Role, Turn
 from boxmaker.core.compaction_plan import covered
 from boxmaker.core.decisions import Strict
 from boxmaker.core.errors import DamagedError
@@ -57,10 +62,20 @@ class UserEntry(Strict):
     text: str
 
 
+class LoggedCall(Strict):
+    """A call a reply made, as the turn loop read it: what the prompt hands the template."""
+
+    name: str
+    arguments: str  # JSON text
+    id: str  # the model's own, or one loopd made (`core.call_ids`)
+
+
 class ModelEntry(Strict):
     type: Literal["model"] = "model"
     text: str
     ids: tuple[int, ...]
+    # the calls the reply made, in order; absent from logs written before it existed
+    calls: tuple[LoggedCall, ...] = ()
     # the prompt's length in tokens when this reply was written (`bxctl sessions`);
     # absent from logs written before it existed
     prompt: int | None = None
@@ -100,6 +115,9 @@ class ToolEntry(Strict):
     # what the model is shown of a result over its budget (`core.result_cut`); None:
     # the content itself. Absent from logs written before it existed.
     shown: str | None = None
+    # the id of the model's call this result answers (`LoggedCall.id`); absent from
+    # logs written before it existed
+    answers: str | None = None
 
 
 AnyEntry = MemoryEntry | UserEntry | ModelEntry | ToolEntry | NoticeEntry | CompactionEntry
@@ -115,10 +133,14 @@ def _turn(entry: AnyEntry) -> Turn:
     if isinstance(entry, NoticeEntry):
         return Turn(Role.USER, entry.text)
     if isinstance(entry, ModelEntry):
-        return Turn(Role.MODEL, entry.text, ids=entry.ids)
+        calls = tuple(ReplyCall(c.name, c.arguments, c.id) for c in entry.calls)
+        return Turn(Role.MODEL, entry.text, ids=entry.ids, calls=calls)
     if isinstance(entry, ToolEntry):
         return Turn(
-            Role.TOOL, entry.content if entry.shown is None else entry.shown, name=entry.name
+            Role.TOOL,
+            entry.content if entry.shown is None else entry.shown,
+            name=entry.name,
+            call_id=entry.answers,
         )
     raise TypeError(f"a {entry.type} entry is not a turn")
 
@@ -172,7 +194,10 @@ class SessionLog:
         return [_turn(e) for _, e in (self.live() if entries is None else entries)]
 
     def append(self, entry: AnyEntry) -> None:
-        line = orjson.dumps(entry.model_dump(mode="json", by_alias=True)) + b"\n"
+        # a reply with no calls, and a result of no model call, are logged as before
+        unset = {"calls"} if isinstance(entry, ModelEntry) and not entry.calls else set()
+        unset |= {"answers"} if isinstance(entry, ToolEntry) and entry.answers is None else set()
+        line = orjson.dumps(entry.model_dump(mode="json", by_alias=True, exclude=unset)) + b"\n"
         append_durable(self.path, line)
         self.entries.append(entry)
 

@@ -10,16 +10,20 @@ seams). The turn's states, as transitions:
                owner's text, neutralised (below)                 -> GENERATE
     GENERATE   render the log as a prompt, generate, its content streamed as content
                events while the model writes (`core.reply_stream`: what could
-               still be a tool call is held back); append the model's reply; the
-               rest of its content -> a content event, so a reply's content events
-               together are exactly its content (a reply cut off by the turn's
-               token bound is no answer: what was held back of it is not sent)
+               still be a tool call is held back); append the model's reply, with
+               the calls read from it, each with its id (the model's own where it
+               wrote one, else a new one: `core.call_ids`), which the prompt hands
+               the template as calls; the rest of its content -> a content event,
+               so a reply's content events together are exactly its content (a
+               reply cut off by the turn's token bound is no answer: what was held
+               back of it is not sent)
                  no tool calls, or the token budget spent        -> DONE
                  tool calls                                      -> TOOLS
     TOOLS      for each call, while under the tool-call bound: tool_call_started,
                run it (core tool, or brokerd through the port: approval_pending
                when it waits, tool_denied when denied), append the result,
-               neutralised; tool_result                          -> GENERATE
+               neutralised, with the id of the call it answers; tool_result
+                                                                 -> GENERATE
                the bound reached                                 -> DONE (with a notice)
     DONE       tell memoryd a turn of the session was logged (`session_updated`,
                best effort: a failure is logged, not the turn's); turn_done with
@@ -70,6 +74,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 import uuid
 from collections import OrderedDict
@@ -79,6 +84,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from boxmaker.core import compaction_plan
+from boxmaker.core.call_ids import ALPHANUMERIC, call_ids, written_ids
 from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
 from boxmaker.core.compaction_plan import summary_block
 from boxmaker.core.dialect import Dialect, from_format
@@ -108,7 +114,7 @@ from boxmaker.core.sanitize import neutralise
 from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
+from boxmaker.core.tool_calls import BadToolCall, CallSyntax, Reply, ToolCall, parse_reply
 from boxmaker.core.tools import TOOLS, RunsIn, tool_names
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_fit import fit_memory
@@ -118,6 +124,7 @@ from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,
+    LoggedCall,
     MemoryEntry,
     ModelEntry,
     NoticeEntry,
@@ -164,6 +171,25 @@ MEMORY_CHANCE_MIN = 32  # a memory chance with less room than this is skipped
 
 class _NoRoomError(BoxmakerError):
     """The system turn and the owner's last turn alone pass the threshold: the turn ends."""
+
+
+def _new_call_id() -> str:
+    """A call id of the form a template is handed (`core.call_ids` rule 3)."""
+    return "".join(secrets.choice(ALPHANUMERIC) for _ in range(9))
+
+
+def _logged_calls(
+    reply: Reply, answer: str, syntax: CallSyntax | None, fresh: Callable[[], str] = _new_call_id
+) -> tuple[LoggedCall, ...]:
+    """The reply's calls as the log keeps them: name, arguments and id (`core.call_ids`).
+    A call that could not be read is logged as the result names it, `unreadable`."""
+    ids = call_ids(written_ids(answer, syntax, len(reply.calls)), fresh)
+    return tuple(
+        LoggedCall(name=c.name, arguments=c.arguments, id=i)
+        if isinstance(c, ToolCall)
+        else LoggedCall(name="unreadable", arguments="{}", id=i)
+        for c, i in zip(reply.calls, ids, strict=True)
+    )
 
 
 def _called(call: ToolCall) -> str:
@@ -372,25 +398,30 @@ class TurnLoop:
                     f"({len(prompt)} tokens); {Runbook.LOOPD_CONTEXT_FULL.pointer}."
                 )
             generated += len(generation.ids)
-            session_log.append(
-                ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt))
-            )
-            if not generation.finished and generated >= self._limits.max_tokens:
+            if generation.answer is None:
                 # cut off by the turn's bound: what it wrote is unfinished, not an answer,
                 # and what was held back (perhaps half a tool call) is not shown
+                session_log.append(
+                    ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt))
+                )
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
-            assert generation.answer is not None
             reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
+            logged = _logged_calls(reply, generation.answer, self._dialect.syntax)
+            session_log.append(
+                ModelEntry(
+                    text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged
+                )
+            )
             if not reply.calls:
                 return reply.content
-            for call in reply.calls:
+            for call, made in zip(reply.calls, logged, strict=True):
                 if calls >= self._limits.max_tool_calls:
                     return (
                         f"The turn stopped: the model asked for more than "
                         f"{self._limits.max_tool_calls} tool calls."
                     )
                 calls += 1
-                self._tool(session, session_log, call, emit)
+                self._tool(session, session_log, call, emit, answers=made.id)
 
     def _prompt_or_refuse(self, session_log: SessionLog) -> list[int]:
         try:
@@ -576,12 +607,20 @@ class TurnLoop:
             generation = self._reply(session, prompt, budget, False, quiet, budget // 2)
         except ContextFullError:
             return range(start, len(session_log.entries))
-        session_log.append(ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt)))
-        if generation.answer is not None:
-            reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
-            memory_tools = frozenset(tool_names(RunsIn.MEMORYD))  # the table's memory rows
-            for call in reply.calls[: self._limits.max_tool_calls]:
-                self._tool(session, session_log, call, emit, only=memory_tools)
+        if generation.answer is None:
+            session_log.append(
+                ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt))
+            )
+            return range(start, len(session_log.entries))
+        reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
+        logged = _logged_calls(reply, generation.answer, self._dialect.syntax)
+        session_log.append(
+            ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged)
+        )
+        memory_tools = frozenset(tool_names(RunsIn.MEMORYD))  # the table's memory rows
+        bound = self._limits.max_tool_calls
+        for call, made in list(zip(reply.calls, logged, strict=True))[:bound]:
+            self._tool(session, session_log, call, emit, only=memory_tools, answers=made.id)
         return range(start, len(session_log.entries))
 
     def _summary(self, session: str, prompt: list[int], budget: int) -> str:
@@ -684,9 +723,10 @@ class TurnLoop:
         call: ToolCall | BadToolCall,
         emit: Callable[[Event], None],
         only: frozenset[str] | None = None,
+        answers: str | None = None,
     ) -> None:
-        """Run one call and log its result; with `only`, a call to any other tool is
-        not run (its result says so)."""
+        """Run one call and log its result, with `answers`, the id of the model's call it
+        answers; with `only`, a call to any other tool is not run (its result says so)."""
         call_id = f"c{uuid.uuid4().hex[:20]}"
         name = call.name if isinstance(call, ToolCall) else "unreadable"
         arguments = call.arguments if isinstance(call, ToolCall) else "{}"
@@ -710,6 +750,7 @@ class TurnLoop:
                 untrusted=outcome.untrusted,
                 truncated=outcome.truncated,
                 shown=shown,
+                answers=answers,
             )
         )
         emit(

@@ -32,8 +32,6 @@ from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 from boxmaker.testing.template_families import (
     ASK,
     CALL,
-    CALL_EDGES,
-    ENDS,
     FAMILIES,
     NATIVE_TOOL_TURNS,
     NOW,
@@ -43,6 +41,7 @@ from boxmaker.testing.template_families import (
     THANKS,
     after_call,
     assistant_text,
+    call_text,
     history,
     own,
     prompt_for,
@@ -99,16 +98,8 @@ def test_the_call_a_template_writes_reads_back_as_that_call(
     if syntax is None:
         assert prompt.facts.syntax is None  # it writes no call syntax: loopd teaches one
         return
-    try:
-        written = own(prompt, [*history(prompt), structured_call(prompt)], generation=False)
-    except TemplateError:
-        empty = {**structured_call(prompt), "content": ""}
-        written = own(prompt, [*history(prompt), empty], generation=False)
-    opener, closer = CALL_EDGES[syntax]
-    start = written.find(opener, len(own(prompt, history(prompt), generation=False)))
-    start = start if start >= 0 else written.rindex(opener)  # Mistral: the history shrank
-    end = written.index(closer, start) + (len(closer) if closer not in ENDS else 0)
-    (read,) = parse_reply(written[start:end], syntax, SCHEMAS).calls
+    written = call_text(prompt, [*history(prompt), structured_call(prompt)], close)
+    (read,) = parse_reply(written, syntax, SCHEMAS).calls
     assert isinstance(read, ToolCall)
     assert (read.name, json.loads(read.arguments)) == (CALL["name"], CALL["arguments"])
 
@@ -199,3 +190,32 @@ def test_the_generation_prompt_opens_reasoning_where_the_template_does() -> None
         "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
         "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
     }
+
+
+def test_phi4_minis_own_template_gets_its_tools_in_the_system_message() -> None:
+    """Microsoft's template reads the tools from the system message's `tools` field, as
+    JSON text of the functions, never from `tools`: loopd puts them there (rule 6)."""
+    prompt = prompt_for("microsoft-Phi-4-mini-instruct")
+    assert prompt.facts.tools_in_system == "text"
+    assert prompt.facts.renders_tools
+    functions = json.dumps([t["function"] for t in TOOL_SCHEMAS], ensure_ascii=False)
+    ours = prompt.text(SYSTEM, [Turn(Role.USER, ASK)])
+    assert ours.startswith(f"<|system|>{SYSTEM}<|tool|>{functions}<|/tool|><|end|>")
+    assert ours == own(prompt, history(prompt), generation=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "none"),  # a call only when None
+        ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "none"),
+        ("Qwen-Qwen3-0.6B", "empty"),  # None fails once a result follows the call
+        ("mistralai-Mistral-Nemo-Instruct-2407", "none"),
+    ],
+)
+def test_the_probe_finds_the_content_shape_a_template_writes_a_call_with(
+    name: str, content: str
+) -> None:
+    facts = prompt_for(name).facts
+    assert facts.call_content == content
+    assert facts.structured
