@@ -10,25 +10,23 @@ of the call it answers, as the model wrote it. The rules:
    and its models write. An id is scaffolding in the prompt (the template writes it
    outside any message's text), so nothing else is ever handed on.
 2. **The model's own.** Where the syntax carries ids (mistral: `[CALL_ID]id` before
-   `[ARGS]`, or an `"id"` field of a call object), the id the model wrote for each
-   call is kept when it has the form. The ids are read in the order the calls are,
-   one for each (`None` where a call has none); when they cannot be paired with the
-   calls one for one, none is kept.
+   `[ARGS]`, or an `"id"` field of a call object), the reader gives each call the id
+   it was written with (`ToolCall.id`), and it is kept when it has the form.
 3. **A new one.** Where the model wrote none, or one not of the form, or one an
    earlier call of the same reply already has, loopd makes one of the form.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.tool_calls import BadToolCall, ToolCall
+
+Call = ToolCall | BadToolCall
 
 ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
-_TOOL_CALLS, _CALL_ID, _ARGS = "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"
 
 
 def has_form(call_id: str | None) -> bool:
@@ -36,28 +34,9 @@ def has_form(call_id: str | None) -> bool:
     return call_id is not None and CALL_ID.fullmatch(call_id) is not None
 
 
-def written_ids(answer: str, syntax: CallSyntax | None, count: int) -> tuple[str | None, ...]:
-    """The id the model wrote for each of its `count` calls in `answer` (rule 2)."""
-    none: tuple[str | None, ...] = (None,) * count
-    if syntax is not CallSyntax.MISTRAL or _TOOL_CALLS not in answer:
-        return none
-    found: list[str | None] = []
-    for part in answer.split(_TOOL_CALLS)[1:]:
-        text = part.strip()
-        if text.startswith(("[", "{")):
-            try:
-                value, _ = json.JSONDecoder().raw_decode(text)
-            except ValueError:
-                return none
-            items = value if isinstance(value, list) else [value]
-            found += [_id_field(item) for item in items]
-        elif text:
-            head = text.partition(_ARGS)[0]
-            written = head.partition(_CALL_ID)[2].strip() if _CALL_ID in head else None
-            found.append(written)
-    if len(found) != count:
-        return none
-    return tuple(i if has_form(i) else None for i in found)
+def written_ids(calls: Sequence[Call]) -> tuple[str | None, ...]:
+    """The id the model wrote for each call (rule 2): its `id` where it has the form."""
+    return tuple(c.id if isinstance(c, ToolCall) and has_form(c.id) else None for c in calls)
 
 
 def call_ids(written: Sequence[str | None], fresh: Callable[[], str]) -> tuple[str, ...]:
@@ -79,8 +58,3 @@ def _fresh(fresh: Callable[[], str], taken: Sequence[str]) -> str:
             raise ValueError(f"a new call id must be {CALL_ID.pattern}, not {made!r}")
         if made not in taken:
             return made
-
-
-def _id_field(item: object) -> str | None:
-    value = item.get("id") if isinstance(item, dict) else None
-    return value if isinstance(value, str) else None

@@ -35,7 +35,9 @@ again: nothing is dropped and nothing raises. The rules, by syntax:
 7. **Mistral** (mistral), after `[TOOL_CALLS]`: a JSON list of rule-1 objects
    (or one object), or `N[ARGS]{...}` (`N[CALL_ID]id[ARGS]{...}` as Mistral
    Small 3.2's template renders its history), repeated after further
-   `[TOOL_CALLS]`; anything after the last is a problem.
+   `[TOOL_CALLS]`; anything after the last is a problem. The id a call was
+   written with (an object's `id`, or after `[CALL_ID]`) is the call's `id`, as
+   written (`core.call_ids` decides whether it is kept).
 8. **Not closed.** JSON that ends inside a string or a bracket, and a call whose
    syntax has a closer that never came, is a problem saying it was not closed
    (tagged_json alone reads an open call as written, as it always has).
@@ -46,7 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -79,6 +81,9 @@ _EXPECTED = {
 class ToolCall:
     name: str
     arguments: str  # the arguments object as compact JSON text
+    # the id the model wrote for the call (mistral, rule 7), as written; not part of
+    # what the call is, so calls compare without it
+    id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,11 +440,12 @@ def _mistral_named(text: str, at: int) -> tuple[Call, int]:
         raise _CallError(
             f"the tool call needs `NAME{ARGS}{{...}}` or a JSON list after {TOOL_CALLS}"
         )
-    name = text[at:args_at].partition(CALL_ID)[0].strip()
-    if not name:
+    name, marked, written_id = text[at:args_at].partition(CALL_ID)
+    if not name.strip():
         raise _CallError("the tool call needs `name`, a string")
     value, end = _decode(text, _skip(text, args_at + len(ARGS)))
-    return ToolCall(name=name, arguments=_compact(_arguments_object(value, "arguments"))), end
+    arguments = _compact(_arguments_object(value, "arguments"))
+    return ToolCall(name.strip(), arguments, written_id.strip() if marked else None), end
 
 
 def read_mistral_calls(text: str) -> list[Call]:
@@ -457,7 +463,11 @@ def read_mistral_calls(text: str) -> list[Call]:
                 if not items:
                     raise _CallError(f"the tool call list after {TOOL_CALLS} is empty")
                 for item in items:
-                    calls.append(_reading(partial(_object_call, item, ("arguments",), ("id",))))
+                    call = _reading(partial(_object_call, item, ("arguments",), ("id",)))
+                    written_id = item.get("id") if isinstance(item, dict) else None
+                    if isinstance(call, ToolCall) and isinstance(written_id, str):
+                        call = replace(call, id=written_id)
+                    calls.append(call)
             else:
                 call, at = _mistral_named(text, at)
                 calls.append(call)

@@ -114,7 +114,7 @@ from boxmaker.core.sanitize import neutralise
 from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.tool_calls import BadToolCall, CallSyntax, Reply, ToolCall, parse_reply
+from boxmaker.core.tool_calls import BadToolCall, Reply, ToolCall, parse_reply
 from boxmaker.core.tools import TOOLS, RunsIn, tool_names
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_fit import fit_memory
@@ -178,12 +178,10 @@ def _new_call_id() -> str:
     return "".join(secrets.choice(ALPHANUMERIC) for _ in range(9))
 
 
-def _logged_calls(
-    reply: Reply, answer: str, syntax: CallSyntax | None, fresh: Callable[[], str] = _new_call_id
-) -> tuple[LoggedCall, ...]:
+def _logged_calls(reply: Reply, fresh: Callable[[], str] = _new_call_id) -> tuple[LoggedCall, ...]:
     """The reply's calls as the log keeps them: name, arguments and id (`core.call_ids`).
     A call that could not be read is logged as the result names it, `unreadable`."""
-    ids = call_ids(written_ids(answer, syntax, len(reply.calls)), fresh)
+    ids = call_ids(written_ids(reply.calls), fresh)
     return tuple(
         LoggedCall(name=c.name, arguments=c.arguments, id=i)
         if isinstance(c, ToolCall)
@@ -406,7 +404,7 @@ class TurnLoop:
                 )
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
             reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
-            logged = _logged_calls(reply, generation.answer, self._dialect.syntax)
+            logged = _logged_calls(reply)
             session_log.append(
                 ModelEntry(
                     text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged
@@ -613,7 +611,7 @@ class TurnLoop:
             )
             return range(start, len(session_log.entries))
         reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
-        logged = _logged_calls(reply, generation.answer, self._dialect.syntax)
+        logged = _logged_calls(reply)
         session_log.append(
             ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged)
         )

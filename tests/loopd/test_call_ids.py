@@ -13,7 +13,7 @@ import pytest
 
 from boxmaker.core.call_ids import call_ids, has_form, written_ids
 from boxmaker.core.dialect import from_template
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.tool_calls import CallSyntax, parse_reply
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home
@@ -41,20 +41,20 @@ SMALL = "[TOOL_CALLS]clock[CALL_ID]a1B2c3D4e[ARGS]{}[TOOL_CALLS]clock[ARGS]{}"
             (None,),
             id="markers",
         ),
-        pytest.param(SMALL, 3, (None, None, None), id="not-one-for-one"),
         pytest.param("[TOOL_CALLS][{broken", 1, (None,), id="unreadable"),
     ],
 )
 def test_the_ids_the_model_wrote_are_read_in_order(
     answer: str, count: int, ids: tuple[str | None, ...]
 ) -> None:
-    assert written_ids(answer, CallSyntax.MISTRAL, count) == ids
+    calls = parse_reply(answer, CallSyntax.MISTRAL).calls
+    assert len(calls) == count
+    assert written_ids(calls) == ids
 
 
 def test_a_syntax_with_no_ids_gives_none() -> None:
-    assert written_ids(
-        '<tool_call>{"name": "clock", "id": "a1B2c3D4e"}</tool_call>', CallSyntax.TAGGED_JSON, 1
-    ) == (None,)
+    calls = parse_reply('<tool_call>{"name": "clock"}</tool_call>', CallSyntax.TAGGED_JSON).calls
+    assert written_ids(calls) == (None,)
 
 
 def test_an_id_is_the_models_own_else_a_new_one_never_twice_in_a_reply() -> None:
