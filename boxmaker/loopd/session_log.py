@@ -32,13 +32,15 @@ at runbook.md#session-log-damaged. Nothing is ever rewritten.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import secrets
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
+from boxmaker.core.call_ids import ALPHANUMERIC, call_ids, written_ids
 from boxmaker.core.chat_format import ReplyCall, Role, Turn
 from boxmaker.core.compaction_plan import covered
 from boxmaker.core.decisions import Strict
@@ -47,6 +49,7 @@ from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.layout import Home
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.tool_calls import Reply, ToolCall
 from boxmaker.ipc.files import append_durable
 
 POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
@@ -68,6 +71,23 @@ class LoggedCall(Strict):
     name: str
     arguments: str  # JSON text
     id: str  # the model's own, or one loopd made (`core.call_ids`)
+
+
+def new_call_id() -> str:
+    """A call id of the form a template is handed (`core.call_ids` rule 3)."""
+    return "".join(secrets.choice(ALPHANUMERIC) for _ in range(9))
+
+
+def logged_calls(reply: Reply, fresh: Callable[[], str] = new_call_id) -> tuple[LoggedCall, ...]:
+    """A reply's calls as the log keeps them: name, arguments and id (`core.call_ids`).
+    A call that could not be read is logged as the result names it, `unreadable`."""
+    ids = call_ids(written_ids(reply.calls), fresh)
+    return tuple(
+        LoggedCall(name=c.name, arguments=c.arguments, id=i)
+        if isinstance(c, ToolCall)
+        else LoggedCall(name="unreadable", arguments="{}", id=i)
+        for c, i in zip(reply.calls, ids, strict=True)
+    )
 
 
 class ModelEntry(Strict):

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
 import uuid
 from collections import OrderedDict
@@ -84,7 +83,6 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from boxmaker.core import compaction_plan
-from boxmaker.core.call_ids import ALPHANUMERIC, call_ids, written_ids
 from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
 from boxmaker.core.compaction_plan import summary_block
 from boxmaker.core.dialect import Dialect, from_format
@@ -114,7 +112,7 @@ from boxmaker.core.sanitize import neutralise
 from boxmaker.core.template_prompt import Stretches
 from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.tool_calls import BadToolCall, Reply, ToolCall, parse_reply
+from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
 from boxmaker.core.tools import TOOLS, RunsIn, tool_names
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_fit import fit_memory
@@ -124,7 +122,6 @@ from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,
-    LoggedCall,
     MemoryEntry,
     ModelEntry,
     NoticeEntry,
@@ -132,6 +129,7 @@ from boxmaker.loopd.session_log import (
     SessionLogs,
     ToolEntry,
     UserEntry,
+    logged_calls,
 )
 from boxmaker.loopd.tools import SCHEMAS, denial_text, find_tools, system_prompt
 
@@ -171,23 +169,6 @@ MEMORY_CHANCE_MIN = 32  # a memory chance with less room than this is skipped
 
 class _NoRoomError(BoxmakerError):
     """The system turn and the owner's last turn alone pass the threshold: the turn ends."""
-
-
-def _new_call_id() -> str:
-    """A call id of the form a template is handed (`core.call_ids` rule 3)."""
-    return "".join(secrets.choice(ALPHANUMERIC) for _ in range(9))
-
-
-def _logged_calls(reply: Reply, fresh: Callable[[], str] = _new_call_id) -> tuple[LoggedCall, ...]:
-    """The reply's calls as the log keeps them: name, arguments and id (`core.call_ids`).
-    A call that could not be read is logged as the result names it, `unreadable`."""
-    ids = call_ids(written_ids(reply.calls), fresh)
-    return tuple(
-        LoggedCall(name=c.name, arguments=c.arguments, id=i)
-        if isinstance(c, ToolCall)
-        else LoggedCall(name="unreadable", arguments="{}", id=i)
-        for c, i in zip(reply.calls, ids, strict=True)
-    )
 
 
 def _called(call: ToolCall) -> str:
@@ -404,7 +385,7 @@ class TurnLoop:
                 )
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
             reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
-            logged = _logged_calls(reply)
+            logged = logged_calls(reply)
             session_log.append(
                 ModelEntry(
                     text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged
@@ -611,7 +592,7 @@ class TurnLoop:
             )
             return range(start, len(session_log.entries))
         reply = parse_reply(generation.answer, self._dialect.syntax, SCHEMAS)
-        logged = _logged_calls(reply)
+        logged = logged_calls(reply)
         session_log.append(
             ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt), calls=logged)
         )
