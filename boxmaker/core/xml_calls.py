@@ -122,10 +122,6 @@ def _properties(schemas: Schemas | None, tool: str) -> Mapping[str, Any] | None:
     return properties if isinstance(properties, Mapping) else None
 
 
-def _kind(properties: Mapping[str, Any] | None, key: str) -> str | None:
-    return property_kind(properties, key)
-
-
 def _json_typed(kind: str | None) -> bool:
     """Whether a value of `kind` is JSON that ends where its JSON ends (rule 3): an
     object or an array, or a union of those (null allowed)."""
@@ -200,7 +196,7 @@ class _Reader:
         keys = {k for k, _ in given}
         if not key or key in keys:
             return
-        if _json_typed(_kind(properties, key)):
+        if _json_typed(property_kind(properties, key)):
             ends = self._json_end(start)
             if ends is not None:
                 value_end, after = ends
@@ -320,7 +316,7 @@ class _Reader:
         properties = _properties(self.schemas, reading.name)
         given = {key for key, _ in reading.values}
         return any(
-            not _json_typed(_kind(properties, key))
+            not _json_typed(property_kind(properties, key))
             and _next_sibling(written, 0, -1, properties, given) is not None
             for key, written in reading.values
         )
@@ -433,7 +429,7 @@ def _build(reading: _Reading, schemas: Schemas | None) -> Call:
     properties = _properties(schemas, reading.name)
     arguments: dict[str, Any] = {}
     for key, written in reading.values:
-        kind = _kind(properties, key)
+        kind = property_kind(properties, key)
         value = written.removeprefix("\n").removesuffix("\n")
         try:
             arguments[key] = typed_value(value, kind, key)
