@@ -20,11 +20,18 @@ each edit), deterministically:
    a plain word (`LANGUAGE`; any other info string is written first as a line of
    its own, escaped), the lines as they are, the same fence, a blank line. A
    fence in a quote or a list item is not one: it is escaped as text.
-2. Every other line goes through `core.reply_inline.escape_line`: code spans of
-   inert text kept, and (clean) links kept clickable; every character that can
-   open code, an image, a link, an autolink, HTML or an entity escaped with a
+2. Every other line goes through `core.reply_lines.escape_text_line`, with what the
+   lines before it left open (indentation, setext underlines, headings, reference
+   definitions, destinations over lines), and `core.reply_inline.escape_line`: code
+   spans of inert text kept, and (clean) links kept clickable; every character that
+   can open code, an image, a link, an autolink, HTML or an entity escaped with a
    backslash; when untrusted every ASCII punctuation character, so no URL or
-   address in any form can autolink in any of the renderers.
+   address in any form can autolink in any of the renderers. A code block is
+   "plain" when marked's fork ends it where rule 1 does: its info string holds no
+   backtick or tilde, and no line in it is a closing fence to marked's fork (its
+   fence, then any backticks and tildes, then spaces) that CommonMark does not
+   close on; after a block that is not plain, headings are no longer kept
+   (`core.reply_lines` rule 3).
 3. When `untrusted` (the session has read untrusted content) the reply ends,
    after a blank line, with the one line `NOTICE`, and `unsafe_links` is True
    (the post's `unsafe_links` prop, which also tells Mattermost to fetch nothing
@@ -37,11 +44,10 @@ each edit), deterministically:
    real renderers are run on hostile replies by the tests
    (tests/gatewayd/test_mattermost_renderers.py).
 
-Characters are never removed: escaping adds backslashes, fence lines and blank
-lines, and writes the indentation of a line indented four columns or more as
-no-break spaces; line endings become LF. The owner can read every character of
-the reply. The work a renderer does on the result stays linear: no bracket, no
-unclosed construct, nothing for a backtracking rule to retry.
+Characters are never removed: escaping adds backslashes, character references,
+fence lines and blank lines; line endings become LF. The owner can read every
+character of the reply. The work a renderer does on the result stays linear: no
+bracket, no unclosed construct, nothing for a backtracking rule to retry.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from dataclasses import dataclass
 
 from boxmaker.core.markdown_scan import leaks
 from boxmaker.core.reply_inline import escape_line
+from boxmaker.core.reply_lines import LineState, escape_text_line, start_state
 
 NOTICE = (
     "Links in this reply are shown as code because this conversation has read untrusted content."
@@ -70,10 +77,14 @@ class EscapedReply:
     fenced: bool = False
 
 
-def escape_reply(text: str, untrusted: bool, ending: str = "") -> EscapedReply:
+def escape_reply(
+    text: str, untrusted: bool, ending: str = "", *, start: LineState | None = None
+) -> EscapedReply:
     """`text` as it may be posted (module docstring); `ending`, a paragraph of gatewayd's
-    own, comes after it as it is (before the notice), and is proven with the rest."""
-    body = _escaped_body(text, untrusted)
+    own, comes after it as it is (before the notice), and is proven with the rest.
+    `start`: when `text` is a part of a longer reply, the state that part starts with
+    (`core.reply_lines.start_state`); by default `text` is the whole reply."""
+    body = _escaped_body(text, untrusted, start_state(text) if start is None else start)
     if ending:
         body = f"{body}\n\n{ending}" if body else ending
     message = _with_notice(body) if untrusted else body
@@ -100,7 +111,7 @@ def _fenced(text: str) -> str:
     return "\n".join([fence, *lines, fence]) if text else f"{fence}\n{fence}"
 
 
-def _escaped_body(text: str, untrusted: bool) -> str:
+def _escaped_body(text: str, untrusted: bool, state: LineState) -> str:
     """Rules 1 and 2 over every line."""
     lines = _LINE_END.split(text)
     out: list[str] = []
@@ -108,11 +119,15 @@ def _escaped_body(text: str, untrusted: bool) -> str:
     while index < len(lines):
         opener = _FENCE.fullmatch(lines[index])
         if opener is None or (opener.group(1)[0] == "`" and "`" in opener.group(2)):
-            out.append(escape_line(lines[index], untrusted))
+            written, state = escape_text_line(lines[index], untrusted, state)
+            out.append(written)
             index += 1
             continue
-        end = _closing(lines, index + 1, opener.group(1))
-        _block(out, lines[index + 1 : end], opener.group(2).strip(), untrusted)
+        markup, info = opener.groups()
+        end = _closing(lines, index + 1, markup)
+        content = lines[index + 1 : end]
+        _block(out, content, info.strip(), untrusted)
+        state = state.after_block(_plain(markup, info, content))
         index = end + 1
     while out and not out[-1]:
         out.pop()
@@ -129,12 +144,20 @@ def _closing(lines: list[str], start: int, markup: str) -> int:
     return len(lines)
 
 
+def _plain(markup: str, info: str, content: list[str]) -> bool:
+    """Whether marked's fork ends this block where `_closing` does (rule 2)."""
+    if "`" in info or "~" in info:
+        return False
+    marked_closer = re.compile(rf" {{0,3}}{re.escape(markup)}[~`]* *")
+    return not any(marked_closer.fullmatch(line) for line in content)
+
+
 def _block(out: list[str], content: list[str], info: str, untrusted: bool) -> None:
     """A code block in the canonical form of rule 1, appended to `out`."""
     if out and out[-1]:
         out.append("")
     language = info if LANGUAGE.fullmatch(info) else ""
     if info and not language:
-        out.extend([escape_line(info, untrusted), ""])
+        out.extend([escape_line(info, untrusted)[0], ""])
     fence = _fence_for(content)
     out.extend([f"{fence}{language}", *content, fence, ""])

@@ -7,7 +7,10 @@ the thread. The rules:
 1. **Parts are escaped alone.** Each part is a piece of the reply's text run
    through `core.reply_escape.escape_reply` by itself, so no part depends on
    another for its safety, and each carries the untrusted notice when the turn
-   was untrusted.
+   was untrusted. What each part starts with is the whole reply's
+   (`core.reply_lines.start_state`): every part escapes reference definitions as
+   images' when the reply holds an image anywhere, and only the first keeps
+   headings, as a later part may start inside a code block.
 2. **Cut on lines.** A part is the most whole lines whose escaped message fits;
    a line that does not fit alone is cut between code points at the longest prefix
    that fits. Every character of the reply is in exactly one part, in order, but
@@ -22,8 +25,10 @@ the thread. The rules:
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from boxmaker.core.reply_escape import escape_reply
+from boxmaker.core.reply_lines import LineState, start_state
 
 MAX_POST_CHARS = 16_383  # Mattermost's limit on a post's message, in code points
 CONTINUED = "(continued in the next post)"
@@ -33,23 +38,29 @@ def split_reply(text: str, untrusted: bool, limit: int = MAX_POST_CHARS) -> list
     """`text` as the messages of one or more posts, each within `limit` once escaped."""
     parts: list[str] = []
     rest = text
+    first, later = start_state(text), start_state(text, first_part=False)
     while True:
-        if _fits(rest, untrusted, limit):
-            parts.append(escape_reply(rest, untrusted).message)
+        start = later if parts else first
+        if _fits(rest, untrusted, limit, start):
+            parts.append(escape_reply(rest, untrusted, start=start).message)
             return parts
         # escaping shortens a text by its CRs at most: a part is about `limit` characters of it
         window = rest[:limit]
-        cut = _longest_prefix(
-            window, lambda head: _fits(head.rstrip(), untrusted, limit, CONTINUED)
-        )
+        cut = _longest_prefix(window, partial(_cut_fits, untrusted, limit, start))
         if cut == 0:
             raise ValueError(f"a post of {limit} characters cannot hold any part of this reply")
-        parts.append(escape_reply(rest[:cut].rstrip(), untrusted, ending=CONTINUED).message)
+        part = escape_reply(rest[:cut].rstrip(), untrusted, ending=CONTINUED, start=start)
+        parts.append(part.message)
         rest = rest[cut:]
 
 
-def _fits(text: str, untrusted: bool, limit: int, ending: str = "") -> bool:
-    return len(escape_reply(text, untrusted, ending).message) <= limit
+def _fits(text: str, untrusted: bool, limit: int, start: LineState, ending: str = "") -> bool:
+    return len(escape_reply(text, untrusted, ending, start=start).message) <= limit
+
+
+def _cut_fits(untrusted: bool, limit: int, start: LineState, head: str) -> bool:
+    """Whether `head` fits as a part that goes on in the next post."""
+    return _fits(head.rstrip(), untrusted, limit, start, CONTINUED)
 
 
 def _longest_prefix(text: str, fits: Callable[[str], bool]) -> int:

@@ -27,8 +27,10 @@ class Rendered:
 
     images: tuple[str, ...]
     links: tuple[str, ...]
+    headings: tuple[str, ...]  # each heading's text
     text: str
     ms: float
+    error: str = ""  # what the renderer threw (then nothing else is filled in)
 
 
 class Renderers:
@@ -51,8 +53,11 @@ class Renderers:
             cwd=DIRECTORY,
         )
 
-    def render(self, message: str) -> dict[str, Rendered]:
-        """Each renderer's reading of `message`: `web` and `mobile`."""
+    def render(self, message: str, *, failures: bool = False) -> dict[str, Rendered]:
+        """Each renderer's reading of `message`: `web` and `mobile`. A renderer that throws
+        is a RuntimeError, or with `failures` a `Rendered` holding only its `error`
+        (Mattermost's own parsers throw on some Markdown: the mobile app's on a
+        definition followed by a line of `-`)."""
         assert self._process.stdin is not None
         assert self._process.stdout is not None
         self._process.stdin.write(json.dumps({"text": message}) + "\n")
@@ -61,14 +66,22 @@ class Renderers:
         if not line:
             raise RuntimeError("render.js ended without an answer")
         answer = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"render.js failed: {answer['error']}")
-        return {
-            name: Rendered(
-                tuple(found["images"]), tuple(found["links"]), found["text"], found["ms"]
+        rendered: dict[str, Rendered] = {}
+        for name, found in answer.items():
+            if "error" in found and not failures:
+                raise RuntimeError(f"render.js failed in {name}: {found['error']}")
+            rendered[name] = (
+                Rendered((), (), (), "", 0.0, error=found["error"])
+                if "error" in found
+                else Rendered(
+                    tuple(found["images"]),
+                    tuple(found["links"]),
+                    tuple(found["headings"]),
+                    found["text"],
+                    found["ms"],
+                )
             )
-            for name, found in answer.items()
-        }
+        return rendered
 
     def close(self) -> None:
         if self._process.stdin is not None:

@@ -73,6 +73,8 @@ def test_every_image_ends_up_in_code(text: str, untrusted: bool) -> None:
     reply = escape_reply(text, untrusted)
     assert not reply.fenced, reply.message
     assert fetches(reply.message, CLEAN, previews=False) == []
+    # nor is its URL previewed (the server previews a clean reply's first plain URL)
+    assert [url for url in fetches(reply.message, CLEAN) if "//i/" in url] == []
     assert not leaks(reply.message, links=False)
     assert _kept(text, reply.message)
 
@@ -82,15 +84,17 @@ def test_every_image_ends_up_in_code(text: str, untrusted: bool) -> None:
     [
         pytest.param("![a](u)", "\\!\\[a\\]\\(u\\)", id="image"),
         pytest.param("`x` ![a](u)", "`x` \\!\\[a\\]\\(u\\)", id="inert-span-kept"),
-        pytest.param("`![a](u)`", "&#96;\\!\\[a\\]\\(u\\)&#96;", id="span-of-an-image-escaped"),
-        pytest.param("``a`b``", "&#96;&#96;a&#96;b&#96;&#96;", id="span-with-a-backtick-escaped"),
-        pytest.param("`a_b` `_a_`", "`a_b` &#96;_a_&#96;", id="underscore-only-inside-a-word"),
+        pytest.param("`![a](u)`", "&grave;\\!\\[a\\]\\(u\\)&grave;", id="span-of-an-image-escaped"),
+        pytest.param(
+            "``a`b``", "&grave;&grave;a&grave;b&grave;&grave;", id="span-with-a-backtick-escaped"
+        ),
+        pytest.param("`a_b` `_a_`", "`a_b` &grave;_a_&grave;", id="underscore-only-inside-a-word"),
         pytest.param("```\n![a](u)\n```", "```\n![a](u)\n```", id="fenced-code-untouched"),
         pytest.param("~~~py\n```\n~~~", "````py\n```\n````", id="fence-made-canonical"),
         pytest.param("```\nopen", "```\nopen\n```", id="open-fence-closed"),
         pytest.param("x\n```sh x\ny", "x\n\nsh x\n\n```\ny\n```", id="info-string-shown"),
         pytest.param("    ![a](u)", "&#32;   \\!\\[a\\]\\(u\\)", id="no-indented-code"),
-        pytest.param("\\!\\[a](u)", "&#92;\\!&#92;\\[a\\]\\(u\\)", id="backslashes-shown"),
+        pytest.param("\\!\\[a](u)", "&bsol;\\!&bsol;\\[a\\]\\(u\\)", id="backslashes-shown"),
         pytest.param("<img src=x>", "&lt;img src=x>", id="html-img-tag"),
         pytest.param("&lt; & $x$", "&amp;lt; & $x$", id="references-shown"),
         pytest.param("1. a\n- b **c**", "1\\. a\n- b **c**", id="formatting-kept"),
@@ -102,6 +106,85 @@ def test_clean_output(text: str, message: str) -> None:
     assert escape_reply(text, untrusted=False) == EscapedReply(message, unsafe_links=False)
 
 
+# --- the rules of core.reply_lines: what a line's place among the others asks of it ---
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("a\n===", "a\n&#61;==", id="setext-underline-shown"),
+        pytest.param("a\n- ", "a\n&#45; ", id="one-dash-underline"),
+        pytest.param("> a\n> =-=", "> a\n> &#61;-=", id="mixed-underline-in-a-quote"),
+        pytest.param("a\n\n---", "a\n\n---", id="thematic-break-after-a-blank-line"),
+        pytest.param(">     a", ">&#32;    a", id="code-in-a-quote"),
+        pytest.param(">    a", ">    a", id="four-after-a-quote-marker-is-no-code"),
+        pytest.param("-     a", "-&#32;    a", id="code-after-a-list-marker"),
+        pytest.param("> -      a", "> -&#32;     a", id="code-in-a-list-in-a-quote"),
+        pytest.param(">\t\ta", ">&#9;\ta", id="tabs-after-a-quote-marker"),
+        pytest.param("# a\n\n## b", "# a\n\n## b", id="headings-kept"),
+        pytest.param("<div>\n\n# a", "&lt;div>\n\n\\# a", id="no-heading-after-html"),
+        pytest.param("> ```\n> # a", "> &grave;&grave;&grave;\n> \\# a", id="after-a-text-fence"),
+        pytest.param("```\nx\n```\n# a", "```\nx\n```\n\n# a", id="after-a-plain-block"),
+        pytest.param(
+            "~~~ a~\n~~~\n# a", "a\\~\n\n```\n```\n\n\\# a", id="after-a-block-marked-reads-not"
+        ),
+        pytest.param("```\n```~\n```\n# a", "````\n```~\n````\n\n\\# a", id="marked-ends-it-early"),
+        pytest.param(
+            "![x][r]\n[r]: http://i/x.png 't'",
+            "\\!\\[x\\]\\[r\\]\n\\[r\\]: http&#58;&#47;&#47;i&#47;x\\.png 't'",
+            id="definition-of-a-reply-with-an-image",
+        ),
+        pytest.param(
+            "![r]\n[r]:\n  http://i/x.png\nhttp://x.example",
+            "\\!\\[r\\]\n\\[r\\]:\n  http&#58;&#47;&#47;i&#47;x\\.png\nhttp://x.example",
+            id="destination-on-the-next-line",
+        ),
+        pytest.param(
+            "![a](\nhttp://i/x.png) http://x.example",
+            "\\!\\[a\\]\\(\nhttp&#58;&#47;&#47;i&#47;x\\.png\\) http://x.example",
+            id="destination-over-two-lines",
+        ),
+        pytest.param(
+            "![a](<x(y>)z) http://x.example",
+            "\\!\\[a\\]\\(&lt;x\\(y\\>\\)z) http://x.example",
+            id="pointy-destination",
+        ),
+        pytest.param(
+            "![a](b\n\nhttp://x.example",
+            "\\!\\[a\\]\\(b\n\nhttp://x.example",
+            id="a-blank-line-ends-a-destination",
+        ),
+        pytest.param(
+            "see www.x.example/a\\` or a_www.x.example/&lt;",
+            "see www\\.x\\.example&#47;a&bsol;&grave; or a_www\\.x\\.example&#47;&amp;lt;",
+            id="a-url-that-runs-into-a-reference-is-plain",
+        ),
+    ],
+)
+def test_clean_lines_by_their_place(text: str, message: str) -> None:
+    assert escape_reply(text, untrusted=False) == EscapedReply(message, unsafe_links=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("a\n===", "a\n&#61;==", id="setext-underline-shown"),
+        pytest.param(">     a", "\\>     a", id="no-quote-so-no-code"),
+        pytest.param("    a", "&#32;   a", id="indented-line"),
+        pytest.param("# a", "\\# a", id="no-heading"),
+    ],
+)
+def test_untrusted_lines_by_their_place(text: str, message: str) -> None:
+    assert escape_reply(text, untrusted=True) == EscapedReply(f"{message}\n\n{NOTICE}", True)
+
+
+def test_a_reference_link_keeps_its_url_in_a_reply_with_no_image() -> None:
+    reply = escape_reply("see [t][r]\n\n[r]: https://x.example", untrusted=False)
+    assert fetches(reply.message, CLEAN) == ["https://x.example"]
+    with_image = escape_reply("see [t][r] ![i][r]\n\n[r]: https://x.example", untrusted=False)
+    assert fetches(with_image.message, CLEAN) == []
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -109,7 +192,7 @@ def test_clean_output(text: str, message: str) -> None:
             "see https://x.example/a", "see https&#58;&#47;&#47;x\\.example&#47;a", id="url"
         ),
         pytest.param("a@b.example", "a&#64;b\\.example", id="email"),
-        pytest.param("`ls -l` `a/b`", "`ls -l` &#96;a&#47;b&#96;", id="spans"),
+        pytest.param("`ls -l` `a/b`", "`ls -l` &grave;a&#47;b&grave;", id="spans"),
     ],
 )
 def test_untrusted_output(text: str, message: str) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from markdown_it import MarkdownIt
 
 from boxmaker.core.reply_escape import NOTICE, escape_reply
 from boxmaker.core.reply_parts import CONTINUED, split_reply
+from boxmaker.testing.fetch_simulator import fetches
+
+_HEADINGS = MarkdownIt("commonmark")
 
 
 def test_a_reply_that_fits_is_one_part_escaped_as_before() -> None:
@@ -37,3 +41,23 @@ def test_a_line_longer_than_a_post_is_cut_between_characters() -> None:
 def test_a_limit_too_small_for_any_part_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot hold any part"):
         split_reply("x" * 100, True, limit=10)
+
+
+def test_every_part_starts_from_the_whole_reply() -> None:
+    """An image in the first part makes a definition in a later one an image's (its URL
+    no link, no preview); only the first part keeps headings, as a later one may start
+    inside a code block (here a shell script's comments)."""
+    filler = "\n".join(f"line {n}" for n in range(40))
+    script = "\n".join(f"# step {n}\necho {n}" for n in range(40))
+    definition = "[r]: http://i.example/x.png"
+    text = f"# Title\n\n![x][r]\n\n{filler}\n\n{definition}\n\n```sh\n{script}\n```"
+    first, *rest = split_reply(text, False, limit=400)
+    assert rest
+    assert next(t.content for t in _HEADINGS.parse(first) if t.type == "inline") == "Title"
+    for part in rest:
+        assert not [t for t in _HEADINGS.parse(part) if t.type == "heading_open"], part
+    (holding,) = [part for part in rest if "\\[r\\]" in part]
+    assert "\\[r\\]: http&#58;&#47;&#47;i\\.example&#47;x\\.png" in holding
+    assert fetches(holding, {"unsafe_links": "false"}) == []
+    alone = escape_reply(definition, False).message
+    assert fetches(alone, {"unsafe_links": "false"}) == ["http://i.example/x.png"]

@@ -226,7 +226,10 @@ def test_a_run_of_one_rule_is_one_finding() -> None:
         ("\U0001f469\U0001f3fd\u200d\U0001f4bb", []),  # element with a skin tone, ZWJ, element
         ("\U0001f3f3\ufe0f\u200d\u26a7\ufe0f", []),  # VS16 on both elements
         ("1\ufe0f\u20e3 #\ufe0f\u20e3", []),  # keycaps
-        ("\u2194\ufe0e", []),  # text presentation
+        ("\u231a\ufe0e", []),  # text presentation of an emoji-style watch
+        ("\u2194\ufe0f", []),  # emoji presentation of a text-style arrow
+        ("\u2194\ufe0e", [1]),  # text presentation of what is text already: a hidden bit
+        ("\u231a\ufe0f", [1]),  # emoji presentation of what is emoji already: a hidden bit
         ("a\u200db", [1]),  # a joiner between letters
         ("\U0001f600\u200d", [1]),  # a joiner at the end
         ("\u200d\U0001f600", [0]),  # a joiner at the start

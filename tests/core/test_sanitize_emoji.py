@@ -1,10 +1,13 @@
 """Emoji in the sanitizer: the generated sequence tables against Unicode's files, and what passes.
 
 `boxmaker/core/emoji_tables.py` is written by scripts/gen-unicode-tables from
-Unicode's emoji data files in scripts/unicode-data/. Here the files are read again,
-naively, line by line: each table must be exactly what its file lists, every
-sequence a file lists must pass `refuse`, and the selectors and joiners that form
-no listed sequence must be refused as hidden characters.
+Unicode's emoji data files in scripts/unicode-data/ and `regex`'s Emoji_Presentation.
+Here the files are read again, naively, line by line, and the property asked of
+`regex` code point by code point: each table must be exactly what its source lists,
+every keycap, tag and ZWJ sequence a file lists must pass `refuse`, a variation
+sequence must pass exactly when its selector changes its base's default look, and
+the selectors and joiners that form no such sequence must be refused as hidden
+characters.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,6 +70,15 @@ KEYCAPS = _listed("emoji-sequences.txt", "Emoji_Keycap_Sequence")
 KEYCAP_BASES = {sequence[0] for sequence in KEYCAPS}
 
 
+def _emoji_by_default(char: str) -> bool:
+    """Unicode's Emoji_Presentation, asked of `regex`: the default look is emoji style."""
+    return regex.fullmatch(r"\p{Emoji_Presentation}", char) is not None
+
+
+def _changes_the_look(base: str, selector: str) -> bool:
+    return (selector == VS16) != _emoji_by_default(base)
+
+
 def test_the_tables_are_what_the_files_list() -> None:
     assert _points(emoji.TEXT_STYLE_BASES) == _bases("text style"), REGENERATE
     assert _points(emoji.EMOJI_STYLE_BASES) == _bases("emoji style"), REGENERATE
@@ -73,6 +86,9 @@ def test_the_tables_are_what_the_files_list() -> None:
     assert _strings(emoji.KEYCAP_SEQUENCES) == KEYCAPS, REGENERATE
     tags = _listed("emoji-sequences.txt", "RGI_Emoji_Tag_Sequence")
     assert _strings(emoji.TAG_SEQUENCES) == tags, REGENERATE
+    every = "".join(map(chr, range(0x110000)))
+    presentation = {m.start() for m in regex.finditer(r"\p{Emoji_Presentation}", every)}
+    assert _points(emoji.EMOJI_PRESENTATION) == presentation, REGENERATE
     assert len(ZWJ_SEQUENCES) > 1000
     assert len(tags) == 3
 
@@ -102,26 +118,37 @@ def test_every_listed_zwj_sequence_passes() -> None:
 
 
 def test_every_selector_in_a_zwj_sequence_follows_a_base_that_takes_it() -> None:
-    """So the variation rule alone lets through every selector the ZWJ sequences hold."""
+    """So the variation rule alone lets through every selector the ZWJ sequences hold:
+    each is a VS16 after a base listed with it whose default look is text."""
     emoji_style = _bases("emoji style")
-    for sequence in ZWJ_SEQUENCES:
+    for sequence in ZWJ_SEQUENCES | KEYCAPS:
         assert VS15 not in sequence, ascii(sequence)
         for index, char in enumerate(sequence):
             if char == VS16:
-                assert ord(sequence[index - 1]) in emoji_style, ascii(sequence)
+                before = sequence[index - 1]
+                assert ord(before) in emoji_style, ascii(sequence)
+                assert not _emoji_by_default(before), ascii(sequence)
 
 
-def test_every_listed_variation_sequence_passes_but_on_keycap_bases() -> None:
-    """0-9, # and * take a selector only as a keycap: on them a lone selector is a hidden bit."""
-    checked = 0
+def test_a_listed_variation_sequence_passes_when_its_selector_changes_the_look() -> None:
+    """A selector that repeats its base's default look shows the same glyph, so it is a
+    hidden bit: refused. 0-9, # and * take a selector only as a keycap."""
+    passed = refused = 0
     for codes, _style in _lines(VARIATIONS):
         sequence = _text(codes)
-        if sequence[0] in KEYCAP_BASES:
-            assert [f.start for f in refuse("a " + sequence + " b")] == [3], ascii(sequence)
+        if sequence[0] in KEYCAP_BASES or not _changes_the_look(sequence[0], sequence[1]):
+            found = refuse("a " + sequence + " b", memory=True)
+            assert [(f.start, f.rule) for f in found] == [(3, "invisible-character")], ascii(
+                sequence
+            )
+            refused += 1
         else:
             assert refuse("a " + sequence + " b", memory=True) == [], ascii(sequence)
-            checked += 1
-    assert checked > 600
+            passed += 1
+    # every base is listed with both selectors, and exactly one of them changes its look
+    assert passed + refused == 2 * len(_bases("text style"))
+    assert passed > 350
+    assert refused > 350
 
 
 def test_every_keycap_and_tag_sequence_passes() -> None:
@@ -137,6 +164,10 @@ S15, S16, J = (f"U+{ord(c):04X} {unicodedata.name(c)}" for c in (VS15, VS16, ZWJ
     ("text", "refused"),
     [
         pytest.param("\U0001f600\ufe0f", [(1, S16)], id="redundant-vs16"),
+        pytest.param("\u2764\ufe0e", [(1, S15)], id="vs15-on-a-heart-already-text"),
+        pytest.param("\u231a\ufe0f", [(1, S16)], id="vs16-on-a-watch-already-emoji"),
+        pytest.param("\u2194\ufe0e", [(1, S15)], id="vs15-on-an-arrow-already-text"),
+        pytest.param("\u2b50\ufe0f \u2764", [(1, S16)], id="vs16-on-a-star-already-emoji"),
         pytest.param("\U0001f389\ufe0f", [(1, S16)], id="vs16-after-party-popper"),
         pytest.param("\U0001f600\ufe0e", [(1, S15)], id="vs15-after-an-emoji-with-none"),
         pytest.param("\U0001f02c\ufe0f", [(1, S16)], id="vs16-after-a-reserved-pictograph"),
@@ -173,7 +204,8 @@ def test_selectors_and_joiners_outside_a_listed_sequence_are_refused(
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param("\u2764\ufe0f \u2764\ufe0e \u2764", id="heart-both-styles"),
+        pytest.param("\u2764\ufe0f \u2764 \u231a\ufe0e \u231a", id="each-look-changed"),
+        pytest.param("\u2194\ufe0f \u2b50\ufe0e", id="arrow-as-emoji-star-as-text"),
         pytest.param("\U0001f469\U0001f3fd\u200d\U0001f4bb", id="skin-tone-zwj"),
         pytest.param("\u2764\ufe0f\u200d\U0001f525 \U0001f3f3\ufe0f\u200d\U0001f308", id="zwj"),
         pytest.param("\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466", id="family"),
@@ -195,6 +227,7 @@ _PIECES = [
     *(ZWJ, ZWJ, ZWJ, VS15, VS16, VS16, "\u20e3", "\ufe00"),
     *_SKIN_TONES[:2],
     *("a", "1", "#", "\U0001f600", "\U0001f468", "\U0001f9b0", "\u2764", "\u2194", "\U0001f3f3"),
+    *("\u231a", "\u2b50"),  # emoji by default: VS15 changes their look, VS16 does not
 ]
 
 
@@ -223,7 +256,7 @@ def _oracle(text: str) -> list[tuple[int, int]]:
             if before in KEYCAP_BASES:
                 passes = text[index - 1 : index + 2] in KEYCAPS
             else:
-                passes = before + char in _VARIATION_LINES
+                passes = before + char in _VARIATION_LINES and _changes_the_look(before, char)
         else:
             passes = char != "\ufe00"
         if not passes:

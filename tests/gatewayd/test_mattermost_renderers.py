@@ -4,7 +4,10 @@ The web app's marked fork with its URL autolinker and the mobile app's
 @mattermost/commonmark (boxmaker/testing/renderers.py, tests/renderers/render.js),
 on hostile replies: no image in any reply; no link or autolink in an untrusted one,
 nor a URL the server would fetch (the fetch simulator); no render over a second;
-every character of the reply visible, in order.
+every character of the reply visible, in order. Then (issue 38) random Markdown and
+the shapes that showed escapes or made headings, each judged against the reply's own
+unescaped rendering (`_judge`): no character reference shown as written, no heading
+that was not one, and in a clean reply no link and no preview to an image's URL.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import html
 import os
 import re
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -207,3 +211,201 @@ def test_hostile_replies_in_mattermosts_renderers(
     renderers: Renderers, text: str, untrusted: bool
 ) -> None:
     _check(renderers, text, untrusted)
+
+
+# --- hypothesis: random Markdown, each reply judged against its own unescaped rendering ---
+#
+# Built line by line from the constructs a renderer reads by the lines around them: setext
+# underlines, indented and fenced code, quotes and list items with indentation after their
+# markers, reference definitions (the destination on its line or the next), HTML blocks,
+# entities, backslashes and backticks. Image URLs come from their own pool, used only as
+# images' destinations and definitions', so a link to one is a link to an image's URL.
+
+_IMAGE_URLS = ["http://e.x/i.png", "https://e.x/j.gif", "www.e.x/k.png", "e.x/l.png"]
+_IMAGE_URL = st.sampled_from(_IMAGE_URLS)
+_LINK_URL = st.sampled_from(["https://e.x/a", "www.e.x/b", "a@e.x", "http://e.x/c(d)"])
+_LABEL = st.sampled_from(["r", "R", "x y", "r\\]"])
+_INLINE = st.one_of(
+    st.sampled_from(
+        ["a", "b c", "ü 😀", "x:y", "&#92;", "&amp;", "&#96;", "&lt;", "&#61;", "\\", "\\*"]
+    ),
+    st.sampled_from(["\\`", "`", "``", "*a*", "_a_", "~~a~~", "$x$", "|", "(", ")", "[", "]"]),
+    st.sampled_from(["!", "<", ">", "#", "=", "-", "<div>", "<!--", "-->", "<b>", "</div>"]),
+    st.builds("![{}]({})".format, _LABEL, _IMAGE_URL),
+    st.builds("![{}]( {} )".format, _LABEL, _IMAGE_URL),
+    st.builds("![{}](<{}>)".format, _LABEL, _IMAGE_URL),
+    st.builds('![{}]({} "t(")'.format, _LABEL, _IMAGE_URL),
+    st.builds("![{}](".format, _LABEL),  # a destination that never comes
+    st.builds("![{}][{}]".format, _LABEL, _LABEL),
+    st.builds("![{}][]".format, _LABEL),
+    st.builds("![{}]".format, _LABEL),
+    st.builds("[{}]({})".format, _LABEL, _LINK_URL),
+    st.builds("<{}>".format, _LINK_URL),
+    _LINK_URL,
+    st.builds("`{}`".format, _LABEL),
+)
+_CONTENT = st.one_of(
+    st.lists(_INLINE, min_size=1, max_size=4).map(" ".join),
+    st.lists(_INLINE, min_size=1, max_size=4).map("".join),
+    st.sampled_from(["===", "---", "=", "-", "=-=", "***", "", "   "]),
+    st.sampled_from(["```", "```py", "```py x", "~~~", "~~~ `", "````", "```~"]),
+    st.builds("# {}".format, _INLINE),
+    st.builds("## {} ##".format, _INLINE),
+    st.builds("[{}]: {}".format, _LABEL, _IMAGE_URL),
+    st.builds("[{}]: <{}> 't'".format, _LABEL, _IMAGE_URL),
+    st.builds("[{}]:\n{}".format, _LABEL, _IMAGE_URL),  # the destination on the next line
+    st.builds("[{}]:\n  {} 't'".format, _LABEL, _IMAGE_URL),
+    st.builds("![{}](\n{})".format, _LABEL, _IMAGE_URL),
+    st.builds("![{}](\n<{}>\n't')".format, _LABEL, _IMAGE_URL),
+    st.sampled_from(["| a | b |", "|---|---|", "<div>", "<!-- x", "<img src=x>"]),
+)
+_PREFIX = st.sampled_from(
+    ["", "", "", "> ", ">     ", ">", "- ", "-     ", "* ", "1. ", "  ", "    ", "     "]
+).map(str) | st.sampled_from(["\t", "> - ", "- > ", ">\t\t", "> >      "])
+_LINE = st.builds("{}{}".format, _PREFIX, _CONTENT)
+_MARKDOWN = st.lists(_LINE, min_size=1, max_size=8).map("\n".join)
+# a character reference shown as written, not as its character (`&#96` cut from its `;`)
+_ARTIFACT = re.compile(r"&(?:#[0-9]+|#[xX][0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);?")
+
+
+def _to(link: str, url: str) -> bool:
+    """Whether `link` leads to `url` (or to more of its path): scheme and case aside."""
+
+    def bare(address: str) -> str:
+        return re.sub(r"^[A-Za-z][A-Za-z0-9+.\-]*:/*", "", unquote(address)).lower()
+
+    return bare(link).startswith(bare(url))
+
+
+def _subsequence(short: str, long: str) -> bool:
+    rest = iter(long)
+    return all(char in rest for char in short)
+
+
+def _headings_were_headings(raw: tuple[str, ...], escaped: tuple[str, ...]) -> bool:
+    """Each escaped heading is one of the unescaped rendering's, each used once, in order:
+    one whose letters and digits it shows, with what escaping shows as written around
+    them (an image's source, a reference of the reply's), or one that shows its letters
+    and digits with more around them (marked's fork underlines a quote's line whole,
+    `> # a`, where the escaped quote holds the heading `a`)."""
+    rest = iter(re.sub(r"\W", "", heading) for heading in raw)
+
+    def same(text: str, heading: str) -> bool:
+        shown = re.sub(r"\W", "", html.unescape(heading))
+        return _subsequence(text, shown) or _subsequence(shown, text)
+
+    return all(any(same(text, heading) for text in rest) for heading in escaped)
+
+
+def _judge(
+    renderers: Renderers, text: str, untrusted: bool, images: set[str] | None = None
+) -> None:
+    """`_check`, then the escaped reply against the reply's own unescaped rendering: no
+    character reference shown as written; no heading but one the unescaped reply had (none
+    when untrusted); no link and no preview to an image's URL (`images`, by default every
+    image the unescaped reply shows in a renderer or the server fetches)."""
+    _check(renderers, text, untrusted)
+    reply = escape_reply(text, untrusted)
+    raw = renderers.render(text, failures=True)  # a renderer that throws reads no heading
+    shown_images = {url for found in raw.values() for url in found.images}
+    shown_images |= set(fetches(text, {"unsafe_links": "false"}, previews=False))
+    image_urls = shown_images if images is None else shown_images & images
+    for name, found in renderers.render(reply.message).items():
+        # the text shows each link's target after it: less those
+        shown = len(_ARTIFACT.findall(found.text))
+        shown -= sum(len(_ARTIFACT.findall(link)) for link in found.links)
+        assert shown <= len(_ARTIFACT.findall(text)), (name, text, reply.message, found.text)
+        if untrusted:
+            assert found.headings == (), (name, text, reply.message, found.headings)
+        assert _headings_were_headings(raw[name].headings, found.headings), (
+            name,
+            text,
+            reply.message,
+            raw[name].headings,
+            found.headings,
+        )
+        assert not [url for url in image_urls if any(_to(link, url) for link in found.links)], (
+            name,
+            text,
+            reply.message,
+            found.links,
+        )
+    previewed = fetches(reply.message, {"unsafe_links": "false"}, previews=True)
+    assert not [url for url in previewed if any(_to(url, image) for image in image_urls)], (
+        text,
+        reply.message,
+        previewed,
+    )
+
+
+@settings(
+    max_examples=int(os.environ.get("MARKDOWN_EXAMPLES", "2000")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(text=_MARKDOWN, untrusted=st.booleans())
+def test_random_markdown_shows_every_character_and_makes_nothing_new(
+    renderers: Renderers, text: str, untrusted: bool
+) -> None:
+    """Every character of the reply shown, in order, and no escape shown as written;
+    nothing an image; nothing a link when untrusted, and when clean no link and no
+    preview to an image's URL; nothing a heading that was not one unescaped."""
+    _judge(renderers, text, untrusted, images=set(_IMAGE_URLS))
+
+
+# --- the shapes of issue 38, each judged the same way ---
+
+LINE_SHAPES = [
+    pytest.param("a\n===", id="setext-underline"),
+    pytest.param("a\n=-=", id="mixed-underline-marked-reads"),
+    pytest.param("> a\n> ---", id="underline-in-a-quote"),
+    pytest.param(">     a &#92; \\ ` b", id="quoted-line-indented-five"),
+    pytest.param("> x\n>\n>      a \\ ` b", id="indented-code-in-a-quote"),
+    pytest.param("-     a \\ ` b", id="indented-code-after-a-list-marker"),
+    pytest.param("> - x\n>\n>       a \\ ` b", id="indented-code-in-a-list-in-a-quote"),
+    pytest.param(">\t\ta \\ ` b", id="tabs-after-a-quote-marker"),
+    pytest.param("<!--\n\n# x\n-->", id="heading-in-an-html-comment"),
+    pytest.param("<div>\n\n# x\n\n</div>", id="heading-in-an-html-block-marked-closes"),
+    pytest.param("> ```\n> # x\n> ```", id="heading-in-a-quoted-fence"),
+    pytest.param("~~~ `\n~~~\n# a\n~~~", id="heading-after-a-fence-marked-does-not-open"),
+    pytest.param("```\n```~\n```\n# a\n```", id="heading-after-a-fence-marked-ends-early"),
+    pytest.param("www.e.x/b\\` and https://e.x/a<b", id="references-a-url-runs-into"),
+    pytest.param("a_www.e.x/b&amp; x", id="a-url-after-an-underscore"),
+]
+
+IMAGE_URL_SHAPES = [
+    pytest.param("![x][r]\n\n[r]: http://e.x/i.png", id="full-reference"),
+    pytest.param("[r]: http://e.x/i.png\n\n![R]", id="definition-first"),
+    pytest.param("![x][r]\n\n[r]:\n  http://e.x/i.png 't'", id="destination-on-the-next-line"),
+    pytest.param("![r][]\n\n> [r]: <http://e.x/i.png> 't'", id="quoted-definition"),
+    pytest.param("![x](\nhttp://e.x/i.png)", id="inline-destination-on-the-next-line"),
+    pytest.param("![x]( http://e.x/i.png )", id="spaces-around-the-destination"),
+    pytest.param("![x](<http://e.x/i(.png>)", id="pointy-destination-with-a-parenthesis"),
+    pytest.param("www.e.x/a![x](http://e.x/i.png)", id="after-a-url"),
+]
+
+
+@pytest.mark.parametrize("text", LINE_SHAPES)
+@pytest.mark.parametrize("untrusted", [False, True], ids=["clean", "untrusted"])
+def test_every_character_is_shown_and_no_heading_is_made(
+    renderers: Renderers, text: str, untrusted: bool
+) -> None:
+    _judge(renderers, text, untrusted)
+
+
+@pytest.mark.parametrize("text", IMAGE_URL_SHAPES)
+def test_no_image_url_of_a_clean_reply_is_a_link_or_a_preview(
+    renderers: Renderers, text: str
+) -> None:
+    raw = renderers.render(text, failures=True)
+    fetched = fetches(text, {"unsafe_links": "false"}, previews=False)
+    assert fetched or any(found.images for found in raw.values()), "the case must show an image"
+    _judge(renderers, text, untrusted=False)
+
+
+def test_a_clean_reply_keeps_its_headings_until_something_could_hide_one(
+    renderers: Renderers,
+) -> None:
+    text = "# Plan\n\n```sh\nmake\n```\n\n## Then\n\n<div>\n\n## Later"
+    for found in renderers.render(escape_reply(text, untrusted=False).message).values():
+        assert found.headings == ("Plan", "Then"), found

@@ -26,7 +26,10 @@ Emoji (the decision, written out in docs/sanitizer.md): an emoji sequence that
 Unicode lists is ordinary text, so rule 6's characters inside one pass. Only these:
 
     selector = VS15 (U+FE0E) or VS16 (U+FE0F) right after a base that
-               emoji-variation-sequences.txt lists with it, except 0-9, # and *
+               emoji-variation-sequences.txt lists with it and whose default
+               look it changes: VS15 after a base with Emoji_Presentation
+               (emoji by default, so VS15 asks for text), VS16 after one
+               without (text by default); except 0-9, # and *
     keycap   = 0-9, # or *, then VS16, then U+20E3 (emoji-sequences.txt)
     joiner   = U+200D inside a run that emoji-zwj-sequences.txt lists, whole: the
                run is the joined elements around it (an element is a character,
@@ -36,8 +39,11 @@ Unicode lists is ordinary text, so rule 6's characters inside one pass. Only the
                Scotland and Wales) after its base
 
 So a selector after a letter, after an emoji that takes none (U+1F600 VS16), or
-after another selector, a lone selector on a digit, any other selector, a joiner
-in a run that Unicode does not list, and any other tag character stay refused.
+after another selector, a selector that repeats its base's default look (U+2764
+HEAVY BLACK HEART, text by default, with VS15; U+231A WATCH, emoji by default,
+with VS16: the glyph shown is the same with it or without, so it would be a hidden
+bit), a lone selector on a digit, any other selector, a joiner in a run that
+Unicode does not list, and any other tag character stay refused.
 What passes carries no hidden text: each allowed character is one of the few the
 character before it can take, and changes the glyph shown.
 
@@ -59,6 +65,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from boxmaker.core.emoji_tables import (
+    EMOJI_PRESENTATION,
     EMOJI_STYLE_BASES,
     KEYCAP_SEQUENCES,
     TAG_SEQUENCES,
@@ -104,6 +111,22 @@ def _tag_runs() -> dict[str, tuple[str, ...]]:
 
 
 TAG_RUNS = _tag_runs()
+
+
+def _selector_bases() -> dict[str, frozenset[str]]:
+    """Selector -> the bases it may follow: those listed with it whose default look it changes."""
+
+    def listed(table: Iterable[tuple[int, int]]) -> set[str]:
+        return {chr(code) for first, last in table for code in range(first, last + 1)}
+
+    emoji_by_default = listed(EMOJI_PRESENTATION)
+    return {
+        VS15: frozenset(listed(TEXT_STYLE_BASES) & emoji_by_default),
+        VS16: frozenset(listed(EMOJI_STYLE_BASES) - emoji_by_default),
+    }
+
+
+SELECTOR_BASES = _selector_bases()
 
 
 def in_ranges(table: Sequence[tuple[int, int]], code: int) -> bool:
@@ -178,14 +201,14 @@ def _joined_run(text: str, index: int) -> bool:
 
 
 def _selector_passes(text: str, index: int) -> bool:
-    """True when the selector at `index` is one Unicode lists for the character before it."""
+    """True when the selector at `index` is one Unicode lists for the character before it,
+    and changes that character's default look."""
     if index < 1:
         return False
     before = text[index - 1]
     if before in KEYCAP_BASES:  # on 0-9, # and * a lone selector would be a hidden bit
         return text[index - 1 : index + 2] in KEYCAPS
-    bases = EMOJI_STYLE_BASES if text[index] == VS16 else TEXT_STYLE_BASES
-    return in_ranges(bases, ord(before))
+    return before in SELECTOR_BASES[text[index]]
 
 
 def emoji_part(text: str, index: int) -> int:
