@@ -277,7 +277,10 @@ def loopd_toml(layout: Layout) -> str:
         {
             "paths": {"home": str(layout.home)},
             "model": {"path": ""},
-            "sockets": {"group_access": layout.root},
+            # a root install: the owner's user, the one peer of loop.sock's owner kinds
+            "sockets": {"group_access": True, "owner_user": layout.owner}
+            if layout.root
+            else {"group_access": False},
         },
     )
 

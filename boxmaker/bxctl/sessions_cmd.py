@@ -32,6 +32,16 @@ prints the model's words): controls, bidi and invisible characters appear as
 `\\uXXXX`. An entry loopd cut to fit an answer ends with a line saying so. `--json`
 prints each entry as one JSON line, escaped the same way.
 
+What an entry's text says cannot pass for a head: every line of every text (the
+model's, a tool result's, the owner's, a summary's) is printed after TEXT_INDENT,
+two spaces, an empty line of the text included. So a line that starts in the
+first column is always bxctl's own: a head `[index] type`, loopd's `[cut ...]`
+line, or the empty line that ends an entry. Model text holding `\\n\\n[99] user\\n`
+prints as `  ` then `  [99] user`, inside the entry it belongs to. Nothing else
+changes: the text's characters all show, in order, after the indent (newline is
+the only line break left unescaped; vertical tab, form feed, NEL and U+2028
+are escaped with the other hidden characters).
+
 `compact ID` compacts the session now: its events are printed as `bxctl chat
 --say` prints a turn's (the `context compacted` line among them; an approval is
 shown, not asked), then loopd's one-line answer on stdout.
@@ -77,6 +87,7 @@ from boxmaker.core.messages import (
 )
 
 NO_BROKER_STATE = "no broker state"
+TEXT_INDENT = "  "  # before each line of an entry's text: only bxctl's lines start in column 1
 NO_SESSION_LOG = "no session log"
 # what brokerd decides with for a session it has no file for (brokerd.session_state)
 NEW_SESSION_TAINT = DataClass.PRIVATE
@@ -288,13 +299,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def entry_lines(session: str, entry: ShownEntry) -> list[str]:
-    """One entry as `show` prints it: its head line, its text as data, a blank line."""
+    """One entry as `show` prints it: its head line, its text as data and indented (the
+    module docstring), a blank line."""
     head = f"[{entry.index}] {entry.type}"
     if entry.name is not None:
         head += f" {escape_arguments(entry.name)}"
     if entry.untrusted:
         head += ", untrusted"
-    lines = [head, escape_model_text(entry.text)]
+    text = escape_model_text(entry.text)
+    lines = [head, *(TEXT_INDENT + line for line in text.split("\n"))]
     if entry.cut:
         lines.append(
             f"[cut to fit one answer: the whole entry is line {entry.index + 1}"

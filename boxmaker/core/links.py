@@ -22,6 +22,17 @@ Whom the kernel admits, by these rules:
     4. A request of a kind the link does not accept is answered `forbidden`, and
        a socket serves only with a handler for each kind it accepts and for no
        other (`ipc.server`).
+    5. Which kinds each peer may send: a kind named in `senders` only by the
+       client roles named with it, any other accepted kind by every peer the
+       kernel admits. The kernel cannot tell a group's members apart, so the
+       serving role does, by the peer's credentials (`ipc.peers`): in a root
+       install a peer is the owner when its uid is the owner's user's, never by
+       its group, and gatewayd's user is never the owner; in dev mode every peer
+       is the owner (the one user). A kind a peer may not send is answered
+       `forbidden` as in rule 4. loop.sock's `sessions`, `session_show` and
+       `compact` are the owner's: they read every session's log (a secret
+       session's values included) or rewrite one; gatewayd sends `turn` and
+       `status`, as any member of its group may.
 """
 
 from __future__ import annotations
@@ -79,10 +90,32 @@ class Link:
     unknown_id: str = "unknown"  # the id of an error answered before a request was read
     root: LinkModes = ROOT
     dev: LinkModes = DEV
+    # rule 5: the kinds only some client roles may send, each with those roles
+    senders: tuple[tuple[str, tuple[Role, ...]], ...] = ()
 
     def modes(self, group_access: bool) -> LinkModes:
         """`root` in a root install (`[sockets] group_access = true`), else `dev`."""
         return self.root if group_access else self.dev
+
+    def senders_of(self, kind: str) -> tuple[Role, ...] | None:
+        """The client roles that alone may send `kind` (rule 5); None: every peer may."""
+        for named, roles in self.senders:
+            if named == kind:
+                return roles
+        return None
+
+    def may_send(self, peer: Role | None, kind: str) -> bool:
+        """Whether a peer that is `peer` (None: no client role in particular) may send
+        `kind`: one the link accepts (rule 4), and open to every peer or to `peer`'s
+        role (rule 5)."""
+        if kind not in self.accepts:
+            return False
+        roles = self.senders_of(kind)
+        return roles is None or peer in roles
+
+    def kinds_of(self, peer: Role | None) -> tuple[str, ...]:
+        """The kinds a peer that is `peer` may send, in `accepts` order."""
+        return tuple(kind for kind in self.accepts if self.may_send(peer, kind))
 
 
 def kind_of(message: type[Any]) -> str:
@@ -126,6 +159,8 @@ LOOP = Link(
     ("turn", "compact", "sessions", "session_show", "status"),
     Runbook.LOOPD_BUSY,
     unknown_id="turn",
+    # rule 5: every session's log, and rewriting one, are the owner's alone
+    senders=tuple((kind, (Role.OWNER,)) for kind in ("compact", "sessions", "session_show")),
 )
 LOOP_MEMORY = Link(
     "loop-memory",

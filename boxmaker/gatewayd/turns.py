@@ -35,6 +35,14 @@ a worker thread) and Mattermost (the client). The rules:
    busy or refusing the turn (its error's own text), or a turn cut off; with
    `see runbook.md#loopd-unavailable` where loopd could not be reached. The
    owner's message is never retried by itself: a turn may have run tools.
+7. **`/compact` is refused** (`is_compact`: a post that is `/compact` and nothing
+   else, spaces aside): one post of gatewayd's own in the thread names the
+   owner's command, `bxctl sessions compact mm-<root id>`, and nothing goes to
+   loopd. Compacting is the owner's alone on loop.sock (`core.links` rule 5: it
+   rewrites a session's history into a summary the model writes), and
+   gatewayd's user is not the owner; a thread that grows long is compacted by
+   loopd itself during a turn (rule 4). Sent as a turn instead, it would be
+   text for the model, not a compaction.
 """
 
 from __future__ import annotations
@@ -75,6 +83,11 @@ UNREACHABLE = (
 )
 CUT_OFF = "the answer was cut off: loopd stopped before the end of the turn"
 _NOT_TURNS = ("from_webhook", "from_bot", "override_username")
+COMPACT = "/compact"
+COMPACT_REFUSED = (
+    "`/compact` is not taken in chat: compacting is the owner's, from the terminal:"
+    " `bxctl sessions compact {session}`. loopd compacts a long thread by itself."
+)
 
 
 class Chat(Protocol):
@@ -106,6 +119,11 @@ def is_turn(post: Post, owner: Owner) -> bool:
     if post.channel_id != owner.channel_id or post.type:
         return False
     return not any(post.props.get(key) for key in _NOT_TURNS)
+
+
+def is_compact(post: Post) -> bool:
+    """Rule 7: the post asks for a compaction, which gatewayd does not send."""
+    return post.message.strip() == COMPACT
 
 
 def session_of(post: Post) -> tuple[str, bool]:
@@ -150,6 +168,10 @@ class TurnRelay:
     async def relay(self, post: Post) -> None:
         session, resume = session_of(post)
         root = post.root_id or post.id
+        if is_compact(post):  # rule 7
+            await self._say(post.channel_id, root, COMPACT_REFUSED.format(session=session))
+            log.info("event=compact_refused session=%s post=%s", session, post.id)
+            return
         answer = await self.chat.create_post(
             post.channel_id, STARTED, root_id=root, props={"unsafe_links": "true"}
         )

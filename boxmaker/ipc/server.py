@@ -30,9 +30,14 @@ this module moves bytes and keeps time. The rules, per listening socket:
     4. The request must be complete within the request deadline (`timeout_s` from
        accepting), however its bytes trickle in. Its kind must be one the socket's
        link accepts (`core.links`), else it is answered `forbidden` and logged with
-       the socket-forbidden pointer; else it goes to the handler of its kind. A
-       socket is served only with a handler for each kind its link accepts and for
-       no other kind (`check_handlers`: else StartupError, before any thread starts).
+       the socket-forbidden pointer. A kind the link keeps for some client roles
+       (`core.links` rule 5) must come from a peer of one of them: the peer's uid
+       (`SO_PEERCRED`, read only for such a kind) is given its role by the socket's
+       `Peers` (`ipc.peers`), and any other peer is answered `forbidden`, logged
+       with its uid and the socket-owner-only pointer. Else the request goes to
+       the handler of its kind. A socket is served only with a handler for each
+       kind its link accepts and for no other kind (`check_handlers`: else
+       StartupError, before any thread starts).
     5. A client that sends nothing in time, or closes or resets its connection
        early, is one `info` line (`event=idle_timeout`, `event=peer_closed`) and a
        closed connection; the peer's protocol errors are answered with their code;
@@ -66,9 +71,10 @@ from typing import Any, Protocol, TypeVar
 from boxmaker.core.connection import ServerConnection
 from boxmaker.core.errors import BoxmakerError, ErrorCode, MisuseError, ProtocolError, StartupError
 from boxmaker.core.frames import MAX_FRAME, PREFIX
-from boxmaker.core.links import DEV, Link, LinkModes, kind_of
+from boxmaker.core.links import DEV, Link, LinkModes, Role, kind_of
 from boxmaker.core.messages import Envelope, Error, Message
 from boxmaker.core.runbook import Runbook
+from boxmaker.ipc.peers import NO_OWNER, Peers, peer_uid
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,7 @@ IDLE_WORKER_S = 30.0
 FINISH_GRACE_S = 1.0  # how long a leader waits for a slot that is being given back
 ACCEPT_POLL_S = 0.2  # how soon the leader sees a stop
 FORBIDDEN_POINTER = Runbook.SOCKET_FORBIDDEN.pointer
+OWNER_ONLY_POINTER = Runbook.SOCKET_OWNER_ONLY.pointer
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -127,6 +134,7 @@ class SocketRules:
     link: Link
     cap: int  # connections served at once
     timeout_s: float = REQUEST_TIMEOUT_S
+    peers: Peers = NO_OWNER  # whose role a peer is, for the link's kept kinds (rule 4)
 
     @property
     def name(self) -> str:
@@ -190,13 +198,37 @@ class Connection:
             data = None
             if envelope is None:
                 continue
-            if kind_of(type(envelope.message)) not in self.rules.link.accepts:
-                kind = envelope.message.kind
+            kind = kind_of(type(envelope.message))
+            if kind not in self.rules.link.accepts:
                 log.error(
                     "event=forbidden kind=%s socket=%s %s", kind, self.name, FORBIDDEN_POINTER
                 )
                 raise ProtocolError(ErrorCode.FORBIDDEN, f"{kind} is not accepted on {self.name}")
+            self._check_sender(kind)
             return envelope
+
+    def _check_sender(self, kind: str) -> None:
+        """ProtocolError `forbidden` unless the peer may send `kind` (rule 4, `core.links`
+        rule 5); the peer's credentials are read only for a kind the link keeps."""
+        roles = self.rules.link.senders_of(kind)
+        if roles is None:
+            return
+        uid = peer_uid(self.sock)
+        if self.rules.link.may_send(self.rules.peers.role_of(uid), kind):
+            return
+        log.error(
+            "event=forbidden kind=%s socket=%s peer_uid=%d %s",
+            kind,
+            self.name,
+            uid,
+            OWNER_ONLY_POINTER,
+        )
+        whom = " or ".join("the owner" if role is Role.OWNER else str(role) for role in roles)
+        raise ProtocolError(
+            ErrorCode.FORBIDDEN,
+            f"{kind} on {self.name} is for {whom} only, and this peer (uid {uid}) is not;"
+            f" {OWNER_ONLY_POINTER}",
+        )
 
     @property
     def request_id(self) -> str:

@@ -21,7 +21,11 @@ The rules, in order:
        then each endpoint is bound at its link's modes (`server.bind_socket`).
        When one cannot be, those bound already are closed and their files
        removed, and the StartupError stands. Only then is each one served
-       (`server.serve_forever`).
+       (`server.serve_forever`), with the peers its link's kept kinds are
+       told by (`ipc.peers.peers_for`: dev mode's, or the owner's uid; before
+       anything is bound, a StartupError for an owner that cannot be one). A
+       root install that serves such a link and names no owner logs
+       `event=no_owner` once, with the pointer.
     4. `status`, on the links that accept it, is answered by `status_handler`:
        the role, boxmaker's version, when its sockets were set up, and the
        role's detail.
@@ -51,7 +55,9 @@ from boxmaker import __version__
 from boxmaker.core.errors import StartupError
 from boxmaker.core.links import Link, Role
 from boxmaker.core.messages import Status, StatusReport
+from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.ipc.peers import peers_for
 from boxmaker.ipc.role import EXIT_OK, block_stop_signals, wait_for_stop
 from boxmaker.ipc.server import (
     Handler,
@@ -92,10 +98,15 @@ class RoleSockets:
         endpoints: Sequence[Endpoint],
         group_access: bool,
         clock: Callable[[], str] = now,
+        *,
+        owner: str = "",
     ) -> None:
+        """`owner`: a root install's owner's user, the one peer that may send the owner's
+        kept kinds (`core.links` rule 5); "" names none."""
         self.role = role
         self.endpoints = tuple(endpoints)
         self.group_access = group_access  # a root install's modes (`core.links`), else dev's
+        self.owner = owner
         self.stopping = threading.Event()
         self.started = clock()
         self._listening: list[socket.socket] = []
@@ -124,6 +135,16 @@ class RoleSockets:
             raise StartupError(f"{self.role} serves no {', '.join(stray)}")
         for endpoint in self.endpoints:
             check_handlers(endpoint.link, handlers.get(endpoint.link, {}))
+        peers = peers_for(self.group_access, self.owner)
+        for link in (endpoint.link for endpoint in self.endpoints):
+            if link.senders and not peers.knows_owner:
+                log.warning(
+                    "event=no_owner socket=%s kinds=%s refused to every peer: [sockets] owner_user"
+                    " names no user; %s",
+                    link.socket,
+                    ",".join(kind for kind, _ in link.senders),
+                    Runbook.SOCKET_OWNER_ONLY.pointer,
+                )
         for endpoint in self.endpoints:
             modes = endpoint.link.modes(self.group_access)
             try:
@@ -133,7 +154,7 @@ class RoleSockets:
                 self._unlink()
                 raise
         for endpoint, listening in zip(self.endpoints, self._listening, strict=True):
-            rules = SocketRules(endpoint.link, endpoint.cap)
+            rules = SocketRules(endpoint.link, endpoint.cap, peers=peers)
             self._serving.append(
                 serve_forever(listening, rules, handlers[endpoint.link], self.stopping)
             )

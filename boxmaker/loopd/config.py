@@ -10,9 +10,11 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
               "deepseek_r1", "gemma4":
               `boxmaker.core.chat_format`), context (0: the model's trained
-              context, bounded by memory_mib; else at least 256, and at most
-              the trained context), memory_mib (what the KV cache and saved
-              sessions may take, in MiB, 4,096: `boxmaker.core.context_fit`),
+              context, at most 1,048,576, bounded by memory_mib; else at least
+              256, and at most the trained context and 1,048,576), memory_mib
+              (what the context (its KV cache and llama.cpp's other per-token
+              state) and saved sessions may take, in MiB, 4,096:
+              `boxmaker.core.context_fit`),
               threads, max_tokens (one reply, 16,384), reasoning_tokens (of a
               reply's reasoning, 8,192: past it loopd closes the block), thinking
               (true: the template's `enable_thinking`), temperature, top_p, top_k, repeat_penalty
@@ -26,7 +28,10 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               block_tokens (a new session's memory block in the prompt: 0 = an
               eighth of the context, at most a quarter; past it, whole entries
               are left out and logged)
-    [sockets] loop, group_access
+    [sockets] loop, group_access, owner_user (a root install's owner's user, written by
+              `bxctl install`: the one peer that may send `sessions`,
+              `session_show` and `compact`, by its uid; not read in dev mode,
+              where every peer is the owner: `boxmaker.ipc.peers`)
     [turn]    max_tool_calls, max_tokens (all replies of a turn, 65,536), result_tokens
               (a tool result's budget in the prompt: 0 = an eighth of the context,
               at most a quarter; past it, its head and tail with a marker),
@@ -85,7 +90,7 @@ class ModelSection(Section):
     ] = "auto"
     # 0: the trained context, bounded by what fits memory_mib (`core.context_fit`)
     context: Annotated[int, AfterValidator(_context)] = 0
-    memory_mib: int = Field(default=4096, ge=1)  # the KV cache and saved sessions
+    memory_mib: int = Field(default=4096, ge=1)  # the context's memory and saved sessions
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     max_tokens: int = Field(default=16_384, ge=1)
     reasoning_tokens: int = Field(default=8_192, ge=1)
@@ -122,6 +127,8 @@ class SocketsSection(Section):
     loop: str = ""
     # true in a root install, false in dev mode: each link's modes (`core.links`)
     group_access: bool = False
+    # a root install: the owner's user, the one peer of the owner's kinds (`ipc.peers`)
+    owner_user: str = ""
 
 
 class TurnSection(Section):

@@ -22,6 +22,12 @@ under `[paths] home`, and the turn loop over the model, neutralising what
                                    session with no log, `unavailable` for a damaged one
     status {}                      status_report (the model and the chat format)
 
+Who may send what (`core.links` rule 5): `compact`, `sessions` and `session_show`
+are the owner's alone, by the peer's uid (`[sockets] owner_user` in a root install;
+every peer in dev mode, `ipc.peers`); any other peer, gatewayd's user among them,
+is answered `forbidden` for them before a handler runs. `turn` and `status` are
+open to every peer the socket's group admits.
+
 `compact` is a turn of its own (`TurnLoop.compact`): it waits for the session's
 turn lock, as a turn does. `sessions` and `session_show` only read the logs
 (`loopd.session_view`): they take neither the session's lock nor the model's,
@@ -114,7 +120,9 @@ class Loopd:
         )
         self.path = config.loop_socket if socket_path is None else socket_path
         endpoint = Endpoint(LOOP, self.path, CAP, BACKLOG)
-        self.sockets = RoleSockets(Role.LOOPD, (endpoint,), config.sockets.group_access)
+        self.sockets = RoleSockets(
+            Role.LOOPD, (endpoint,), config.sockets.group_access, owner=config.sockets.owner_user
+        )
         self.server = LoopServer(self.turns, self.sockets.status_handler(lambda: detail))
 
     def serving(self) -> str:

@@ -338,6 +338,9 @@ def test_a_root_plan_gives_each_role_its_user_its_links_and_its_files(tmp_path: 
         True,
     )
     assert tomllib.loads(config.content)["sockets"] == {"group_access": True}
+    # loop.sock's owner kinds go to the owner's uid alone, never to bx-loop-clients
+    loopd = tomllib.loads(files[etc / "loopd.toml"].content)
+    assert loopd["sockets"] == {"group_access": True, "owner_user": owner}
     program = files[etc / "supervisor.conf.d" / "memoryd.conf"].content
     assert "user=bx-memory" in program
     assert "/opt/boxmaker/bin/memoryd serve --config" in program

@@ -103,6 +103,19 @@ def test_every_row_is_one_of_its_own() -> None:
         assert link.accepts, link
         assert set(link.accepts) <= set(message_kinds()), link
         assert len(set(link.accepts)) == len(link.accepts), link
+        for kind, roles in link.senders:  # rule 5: kinds it accepts, kept for its clients
+            assert kind in link.accepts, (link, kind)
+            assert roles, (link, kind)
+            assert set(roles) <= set(link.clients), (link, kind)
+
+
+def test_loop_sock_keeps_the_session_kinds_for_the_owner() -> None:
+    kept = dict(LOOP.senders)
+    assert kept == dict.fromkeys(("compact", "sessions", "session_show"), (Role.OWNER,))
+    assert LOOP.kinds_of(Role.GATEWAYD) == LOOP.kinds_of(None) == ("turn", "status")
+    assert LOOP.kinds_of(Role.OWNER) == LOOP.accepts
+    for link in LINKS:  # every other link keeps nothing: its group is its clients
+        assert link is LOOP or not link.senders, link
 
 
 def test_kinds_are_the_wire_names() -> None:

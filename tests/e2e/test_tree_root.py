@@ -8,8 +8,10 @@ each role runs as its own user, that loopd's user is refused by both admin.sock
 memoryd's other two sockets takes only its own client role's user, that
 gatewayd (no Mattermost server configured) stays EXITED after its one line while
 its user can reach loop.sock but neither admin.sock, and that only brokerd's user
-can enter gateway.sock's directory, that a chat turn works through the supervised roles, that a SIGKILL of brokerd ends in a running tree whose audit log verifies,
-and that a second install changes nothing. The users and groups it made are
+can enter gateway.sock's directory, that a chat turn works through the supervised roles,
+that the owner's `bxctl sessions` works while gatewayd's user is answered `forbidden`
+for it (loop.sock's owner kinds), that a SIGKILL of brokerd ends in a running tree
+whose audit log verifies, and that a second install changes nothing. The users and groups it made are
 removed afterwards, whatever happens.
 """
 
@@ -270,6 +272,19 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
 
     chat = _run(str(bin_dir / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr
+
+    # loop.sock's owner kinds (core.links rule 5): the owner named at install lists
+    # the sessions; gatewayd's user, in the same group, is answered forbidden
+    bxctl = str(bin_dir / "bxctl")
+    listed = _run("runuser", "-u", OWNER, "--", "env", owner_env, bxctl, "sessions", timeout=60)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "chat-" in listed.stdout, listed.stdout
+    gateway_sessions = _run(
+        "runuser", "-u", "bx-gateway", "--", "env", owner_env, bxctl, "sessions", timeout=60
+    )
+    assert gateway_sessions.returncode == 1
+    assert gateway_sessions.stderr.startswith("bxctl: loopd refused sessions: forbidden: ")
+    assert gateway_sessions.stderr.rstrip().endswith("see runbook.md#socket-owner-only")
 
     # a call in flight: an ask grant, a tool_request sent as loopd would, and brokerd
     # killed while the call waits for the owner

@@ -34,7 +34,7 @@ from boxmaker.gatewayd.config import (
     SocketsSection,
 )
 from boxmaker.gatewayd.serve import Gatewayd
-from boxmaker.gatewayd.turns import STARTED
+from boxmaker.gatewayd.turns import COMPACT_REFUSED, STARTED
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import Peer, ScriptedServer
@@ -190,6 +190,31 @@ def test_an_edit_is_never_a_turn(fake: FakeMattermost, gatewayd: Gatewayd, loopd
     fake.post_as(fake.owner, dm(fake), "sentinel")
     answered(fake, 2)
     assert [t.text for t in loopd.turns] == ["hello", "sentinel"]
+
+
+@pytest.mark.parametrize("text", ["/compact", "  /compact \n"])
+def test_compact_in_chat_is_refused_with_the_owner_s_command_and_sends_nothing(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd, text: str
+) -> None:
+    # compact is the owner's alone on loop.sock (core.links rule 5): gatewayd sends none
+    first = fake.post_as(fake.owner, dm(fake), "one")
+    answered(fake, 1)
+    fake.post_as(fake.owner, dm(fake), text, root_id=first["id"])
+    fake.post_as(fake.owner, dm(fake), "two", root_id=first["id"])
+    posts = answered(fake, 3)
+    session = f"mm-{first['id']}"
+    said = [p["message"] for p in posts if "compact" in p["message"]]
+    assert said == [COMPACT_REFUSED.format(session=session)]
+    assert f"`bxctl sessions compact {session}`" in said[0]
+    assert [(t.kind, t.text) for t in loopd.turns] == [("turn", "one"), ("turn", "two")]
+
+
+def test_a_message_that_only_mentions_compact_is_a_turn(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    fake.post_as(fake.owner, dm(fake), "what does /compact do?")
+    answered(fake, 1)
+    assert [t.text for t in loopd.turns] == ["what does /compact do?"]
 
 
 # --- replies that cannot leak ---------------------------------------------------------------
