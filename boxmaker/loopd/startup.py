@@ -10,10 +10,12 @@ self-test's heavy part, and the log. `start_model`, in order:
        restart loop; unless a probe passed before on this same build, model, CPU
        and settings (`boxmaker.loopd.probe_cache`, whose record keeps the
        metadata); `event=model_probed`;
-    2. the context, from the metadata (`boxmaker.core.context_fit`: `[model]
-       context`, 0 = the trained context bounded by what fits `[model]
-       memory_mib`; `event=context`, or refused in one line naming the key, by
-       the probe child before it loads any weight);
+    2. the context, from the metadata and the offload planned for this build
+       (`boxmaker.core.context_fit`: `[model] context`, 0 = the trained context
+       bounded by loopd's most and by what fits `[model] memory_mib`, counting
+       llama.cpp's per-token state besides the KV cache; `event=context`, saying
+       why, or refused in one line naming the key, by the probe child before it
+       loads any weight);
     3. the heavy part of the marker self-test (`boxmaker.loopd.markers`,
        docs/markers.md), on a vocabulary loaded alone, in a thread, while the
        model loads; unless it passed before on this model;
@@ -88,12 +90,12 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
     """Steps 1 to 5 above. `probe_argv` replaces the probe child's command (tests)."""
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
-    fit = resolve_context(config, probed.metadata)
+    backend = read_backend()
+    offload = plan(config, backend)
+    fit = resolve_context(config, probed.metadata, offload)
     tags_passed = tags_key(model_path(config))
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
-    backend = read_backend()
-    offload = plan(config, backend)
     model = load_model(config, offload, fit)
     placed = placement(backend, offload, model.offloaded)
     log.info("event=model_placed %s", placed)
@@ -200,11 +202,14 @@ def model_path(config: LoopdConfig) -> Path:
     return path
 
 
-def resolve_context(config: LoopdConfig, metadata: Mapping[str, str] | None = None) -> ContextFit:
+def resolve_context(
+    config: LoopdConfig, metadata: Mapping[str, str] | None = None, offload: Offload | None = None
+) -> ContextFit:
     """The context loopd gives the model (`core.context_fit`), from its `metadata` (the
     probe's; None: read now, in this process, the vocabulary loaded alone: after a
-    probe passed, or in tests), logged in one line (`event=context`); StartupError,
-    one line naming `[model] context` or `memory_mib`, when refused."""
+    probe passed, or in tests) and `offload` (None: planned now), logged in one line
+    with why (`event=context`); StartupError, one line naming `[model] context` or
+    `memory_mib`, when refused."""
     if metadata is None:
         metadata = load_vocabulary(model_path(config)).metadata
     settings = config.model
@@ -213,7 +218,7 @@ def resolve_context(config: LoopdConfig, metadata: Mapping[str, str] | None = No
             metadata,
             context=settings.context,
             memory_mib=settings.memory_mib,
-            kv_type=settings.kv_type,
+            offload=plan(config) if offload is None else offload,
         )
     except ContextFitError as exc:
         raise StartupError(str(exc)) from exc
@@ -266,8 +271,10 @@ def load_model(
     context of `fit` (None: resolved now), its saved sessions within what `fit` leaves
     of `[model] memory_mib`."""
     path = model_path(config)
+    if offload is None:
+        offload = plan(config)
     if fit is None:
-        fit = resolve_context(config)
+        fit = resolve_context(config, offload=offload)
     settings = config.model
     owner = partial(
         sampling_for,
@@ -282,7 +289,7 @@ def load_model(
         threads=settings.threads,
         seed=settings.seed,
         sampling=owner(None),
-        offload=plan(config) if offload is None else offload,
+        offload=offload,
         saved_bytes=fit.saved_bytes,
     )
     model.sampling = owner(model.architecture)  # the family's, once known

@@ -8,7 +8,10 @@ from the metadata the probe child read (`loopd.probe`; remembered with a passed 
 The real pieces, where a test needs them: the embedded model's file (its metadata, read
 as loopd reads it, the vocabulary loaded alone), a full load of it, and `loopd probe`
 as a real process, refusing a context before any weight loads, or saying the one it
-chose. I/O: temporary homes and loopd.toml files, the embedded model, child processes.
+chose. The offload is planned against a build without a GPU (`NO_GPU`), and the probe
+is told to run without one: the context's cost depends on it (`core.context_fit`),
+and these figures must not change on a machine with a GPU. I/O: temporary homes and
+loopd.toml files, the embedded model, child processes.
 """
 
 from __future__ import annotations
@@ -17,18 +20,21 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
 
+from boxmaker.core.context_fit import ContextFit
 from boxmaker.core.errors import ConfigError, StartupError
+from boxmaker.core.offload import Backend
 from boxmaker.loopd import probe_cache, startup
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.model import CPU_ONLY, embedded_model_path
-from boxmaker.loopd.placement import from_argument
+from boxmaker.loopd.placement import from_argument, plan
 from boxmaker.loopd.probe import METADATA, REFUSED, ProbeResult, judge, probe_command
 from boxmaker.loopd.probe_cache import record_path, remember, remembered_metadata
 from boxmaker.loopd.startup import load_model, resolve_context
@@ -36,6 +42,8 @@ from boxmaker.testing.llama import require_llama_cpp
 
 MIB = 1024 * 1024
 LOOPD = Path(sys.executable).with_name("loopd")
+NO_GPU = Backend(gpu_offload=False, devices=())
+CPU_KEYS = {"gpu_layers": 0, "flash_attn": "off"}  # what NO_GPU plans, for a real loopd
 GEMMA3_270M = {  # the embedded model's, as llama.cpp gives them
     "general.architecture": "gemma3",
     "gemma3.context_length": "32768",
@@ -44,6 +52,20 @@ GEMMA3_270M = {  # the embedded model's, as llama.cpp gives them
     "gemma3.attention.head_count_kv": "1",
     "gemma3.attention.key_length": "256",
     "gemma3.attention.value_length": "256",
+    "gemma3.attention.sliding_window": "512",
+}
+# a token of its context on the CPU without flash attention: the KV cache, then two
+# caches' cells and masks, the token id and four heads of scores (core.context_fit)
+GEMMA3_KV = 18432
+GEMMA3_OTHER = 2 * 148 + 4 + 2 * 512 * 4 + 512 * 4 * 6  # 16,684
+NO_ATTENTION = {  # a hybrid with no attention layer: its KV cache is 0 bytes
+    "general.architecture": "qwen35moe",
+    "qwen35moe.context_length": "16777216",
+    "qwen35moe.block_count": "3",
+    "qwen35moe.attention.head_count": "4",
+    "qwen35moe.attention.head_count_kv": "2",
+    "qwen35moe.attention.key_length": "16",
+    "qwen35moe.full_attention_interval": "4",
 }
 
 
@@ -51,6 +73,11 @@ def config_of(tmp_path: Path, settings: dict[str, Any]) -> LoopdConfig:
     path = tmp_path / "loopd.toml"
     path.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}, **settings}))
     return load_config(path, {})
+
+
+def resolve(config: LoopdConfig, metadata: Mapping[str, str] | None = None) -> ContextFit:
+    """`resolve_context` as loopd calls it, with the offload planned on NO_GPU."""
+    return resolve_context(config, metadata, plan(config, NO_GPU))
 
 
 def test_the_defaults() -> None:
@@ -157,12 +184,37 @@ def test_the_context_is_said_at_start_in_one_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="loopd")
-    fit = resolve_context(config_of(tmp_path, {"model": {"memory_mib": 100}}), GEMMA3_270M)
-    assert (fit.context, fit.saved_bytes) == (5632, 100 * MIB - 5632 * 18432)
+    fit = resolve(config_of(tmp_path, {"model": {"memory_mib": 100}}), GEMMA3_270M)
+    assert (fit.context, fit.saved_bytes) == (2816, 100 * MIB - 2816 * (GEMMA3_KV + GEMMA3_OTHER))
     assert [r.getMessage() for r in caplog.records if "event=context" in r.getMessage()] == [
-        "event=context context=5632 trained=32768 kv_mib=99 memory_mib=100 saved_mib=1 "
-        "(what fits memory_mib; the trained context is 32768)"
+        "event=context context=2816 trained=32768 kv_mib=50 other_mib=45 memory_mib=100 "
+        "saved_mib=5 (what fits memory_mib; the trained context is 32768)"
     ]
+
+
+def test_a_huge_trained_context_is_capped_and_the_line_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="loopd")
+    assert resolve(config_of(tmp_path, {}), NO_ATTENTION).context == 1048576
+    (line,) = [r.getMessage() for r in caplog.records if "event=context" in r.getMessage()]
+    assert line == (
+        "event=context context=1048576 trained=16777216 kv_mib=0 other_mib=152 "
+        "memory_mib=4096 saved_mib=3944 (loopd's most; the trained context is 16777216)"
+    )
+
+
+def test_a_trained_context_llama_cpp_cannot_count_stops_loopd_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    hostile = {**NO_ATTENTION, "qwen35moe.context_length": "2147483648"}  # issue 38's
+    with pytest.raises(StartupError) as raised:
+        resolve(config_of(tmp_path, {}), hostile)
+    assert str(raised.value) == (
+        "the model's trained context, qwen35moe.context_length = 2147483648, is more than "
+        "llama.cpp counts (2147483647 tokens): llama-cpp-python cannot tokenize with it; "
+        "the file is damaged or hostile"
+    )
 
 
 def test_metadata_without_the_counts_is_said_in_the_log_line(
@@ -170,9 +222,9 @@ def test_metadata_without_the_counts_is_said_in_the_log_line(
 ) -> None:
     caplog.set_level(logging.INFO, logger="loopd")
     metadata = {"general.architecture": "gemma3", "gemma3.context_length": "8192"}
-    assert resolve_context(config_of(tmp_path, {}), metadata).context == 8192
+    assert resolve(config_of(tmp_path, {}), metadata).context == 8192
     (line,) = [r.getMessage() for r in caplog.records if "event=context" in r.getMessage()]
-    assert "kv_mib=unknown" in line
+    assert "kv_mib=unknown other_mib=unknown" in line
     assert "the metadata lacks the layer and head counts" in line
 
 
@@ -185,14 +237,15 @@ def test_metadata_without_the_counts_is_said_in_the_log_line(
             " set it to 32768 or less, or to 0 for what fits",
         ),
         (
+            # q8_0 turns flash attention on: 9,792 + 2,348 bytes a token, 380 MiB
             {"context": 32768, "memory_mib": 512, "kv_type": "q8_0"},
-            None,  # 306 MiB at q8_0: fits
+            None,
         ),
         (
             {"context": 32768, "memory_mib": 512},
-            "[model] context = 32768 needs 576 MiB of KV cache at kv_type f16, more than "
-            "[model] memory_mib = 512: set memory_mib to 576 or more, or [model] context to "
-            "28928 or less (0: what fits)",
+            "[model] context = 32768 needs 1098 MiB (the KV cache at kv_type f16 576, "
+            "llama.cpp's other per-token state 522), more than [model] memory_mib = 512: set "
+            "memory_mib to 1098 or more, or [model] context to 15104 or less (0: what fits)",
         ),
     ],
     ids=["past-trained", "quantized-fits", "past-memory"],
@@ -202,11 +255,24 @@ def test_a_context_loopd_cannot_honour_stops_it_in_one_line(
 ) -> None:
     config = config_of(tmp_path, {"model": model})
     if message is None:
-        assert resolve_context(config, GEMMA3_270M).context == model["context"]
+        assert resolve(config, GEMMA3_270M).context == model["context"]
         return
     with pytest.raises(StartupError) as raised:
-        resolve_context(config, GEMMA3_270M)
+        resolve(config, GEMMA3_270M)
     assert str(raised.value) == message
+
+
+def test_a_context_past_loopds_most_is_refused_even_where_the_model_says_more(
+    tmp_path: Path,
+) -> None:
+    config = config_of(tmp_path, {"model": {"context": 2097152}})
+    metadata = {"general.architecture": "x", "x.context_length": "16777216"}
+    with pytest.raises(StartupError) as raised:
+        resolve(config, metadata)
+    assert str(raised.value) == (
+        "[model] context = 2097152 is more than loopd's most (1048576 tokens): set it to "
+        "1048576 or less, or to 0 for what fits"
+    )
 
 
 # the probe child reads the metadata, and resolves the context before it loads
@@ -259,7 +325,7 @@ def test_serve_resolves_from_the_remembered_metadata_and_probes_again_for_new_se
     startup.probe(config, again=False)
     remembered = startup.probe(config, again=False)
     assert len(children) == 1
-    assert resolve_context(config, remembered.metadata).context == 5632
+    assert resolve(config, remembered.metadata).context == 2816
     other = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 200}})
     startup.probe(other, again=False)  # another memory_mib may be another context
     assert len(children) == 2
@@ -285,9 +351,11 @@ def with_model(tmp_path: Path, embedded: Path, model: dict[str, Any]) -> LoopdCo
 def test_the_embedded_model_gets_its_trained_context_from_its_own_file(
     tmp_path: Path, embedded: Path
 ) -> None:
-    fit = resolve_context(with_model(tmp_path, embedded, {}))  # read from the file
-    assert (fit.context, fit.trained, fit.kv_bytes_per_token) == (32768, 32768, 18432)
-    assert (fit.kv_bytes, fit.saved_bytes) == (576 * MIB, 3520 * MIB)
+    fit = resolve(with_model(tmp_path, embedded, {}))  # read from the file
+    assert (fit.context, fit.trained, fit.kv_bytes_per_token) == (32768, 32768, GEMMA3_KV)
+    assert fit.other_bytes_per_token == GEMMA3_OTHER  # its sliding window: two caches
+    assert (fit.kv_bytes, fit.other_bytes) == (576 * MIB, 32768 * GEMMA3_OTHER)
+    assert fit.saved_bytes == (4096 - 576) * MIB - 32768 * GEMMA3_OTHER
 
 
 @pytest.mark.model
@@ -295,10 +363,10 @@ def test_the_embedded_model_gets_its_trained_context_from_its_own_file(
 def test_the_model_is_loaded_at_the_resolved_context_with_the_rest_for_saved_sessions(
     tmp_path: Path, embedded: Path
 ) -> None:
-    config = with_model(tmp_path, embedded, {"memory_mib": 20})  # 20 MiB: 1,024 tokens
-    model = load_model(config)
-    assert model._llm.n_ctx() == 1024
-    assert model.saved_bytes == 20 * MIB - 1024 * 18432
+    config = with_model(tmp_path, embedded, {"memory_mib": 20})  # 20 MiB: 512 tokens
+    model = load_model(config, plan(config, NO_GPU))
+    assert model._llm.n_ctx() == 512
+    assert model.saved_bytes == 20 * MIB - 512 * (GEMMA3_KV + GEMMA3_OTHER)
 
 
 def loopd_probe(tmp_path: Path, model: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -318,15 +386,16 @@ def loopd_probe(tmp_path: Path, model: dict[str, Any]) -> subprocess.CompletedPr
 def test_loopd_probe_says_the_context_it_chose_and_remembers_the_metadata(
     tmp_path: Path, embedded: Path
 ) -> None:
-    done = loopd_probe(tmp_path, {"path": str(embedded), "threads": 1, "memory_mib": 20})
+    model = {"path": str(embedded), "threads": 1, "memory_mib": 20, **CPU_KEYS}
+    done = loopd_probe(tmp_path, model)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (
-        "loopd: context=1024 trained=32768 kv_mib=18 memory_mib=20 saved_mib=2 "
+        "loopd: context=512 trained=32768 kv_mib=9 other_mib=9 memory_mib=20 saved_mib=2 "
         "(what fits memory_mib; the trained context is 32768)"
     ) in done.stdout.splitlines()
     (line,) = [line for line in done.stderr.splitlines() if "event=context" in line]
     assert line.endswith(
-        "event=context context=1024 trained=32768 kv_mib=18 memory_mib=20 "
+        "event=context context=512 trained=32768 kv_mib=9 other_mib=9 memory_mib=20 "
         "saved_mib=2 (what fits memory_mib; the trained context is 32768)"
     )
     record = json.loads(record_path(tmp_path / "home").read_text())
