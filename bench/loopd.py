@@ -91,6 +91,22 @@ by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
   each side first in turn, the median of each. `--only compaction` runs this part
   alone.
 
+- rendering a turn's prompt through the template worker (issue 38: a model file's
+  template runs in a child process under an address-space cap and a wall-clock kill,
+  `boxmaker.ipc.template_worker`): the time loopd takes to render a turn's prompt
+  from its stretches (`core.template_prompt` with its stretch cache, as a turn does:
+  the new stretch rendered, the others reused) on Qwen3.5's own template (the owner's
+  family, tests/fixtures/chat_templates) at the end of a session of TEMPLATE_TURNS
+  turns, through the worker less in this process (`ChatTemplate`, the same bounds),
+  over the time the model takes to write one reply of REPLY_TOKENS tokens (at
+  llama-cpp-python's own fastest rate of the generation part's rounds, the least
+  disturbed: the shortest reply, so the ratio is an upper bound): at most 0.01
+  (issue 38).
+  Each side renders TEMPLATE_ROUNDS times from the same stretches, each first in
+  turn; the median of each counts. Printed too, not judged: both sides' times.
+  `--only template` runs this part alone (the rate measured on a freshly loaded
+  model, the fastest of RATE_ROUNDS generations).
+
 loopd runs in this process (the turn loop and the LoopServer on a real Unix
 socket, `boxmaker.testing.daemons`); the client, `boxmaker.ipc.client`, is this
 process's main thread. Work files go in a temporary directory (`--dir` chooses where).
@@ -106,12 +122,15 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from boxmaker.core.chat_format import Role
+from boxmaker.core.chat_format import Turn as LogTurn
 from boxmaker.core.messages import (
     Compact,
     ContentEvent,
@@ -122,13 +141,17 @@ from boxmaker.core.messages import (
 )
 from boxmaker.core.reply_stream import streamable
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
+from boxmaker.core.template_prompt import Stretches, TemplatePrompt
+from boxmaker.core.template_sandbox import ChatTemplate, TemplateRenderer
 from boxmaker.ipc import client
+from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.startup import load_model
+from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
 from boxmaker.testing.raw_llama import (
@@ -168,6 +191,14 @@ COMPACTION_CONTEXT = 2048
 COMPACTION_REPLY = 200  # tokens of each reply written to the log
 COMPACTION_ROUNDS = 8
 COMPACTION_LIMIT = 1.1
+TEMPLATE = (
+    Path(__file__).parent.parent / "tests" / "fixtures" / "chat_templates" / "Qwen3.5-4B.jinja"
+)
+TEMPLATE_TURNS = 40  # owner's turns before the one rendered, each with the model's reply
+TEMPLATE_ROUNDS = 30
+TEMPLATE_LIMIT = 0.01
+RATE_ROUNDS = 3
+TEMPLATE_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 PROMPTS = [
     "Tell me a short story about a lighthouse keeper.",
     "Describe the sea on a stormy night.",
@@ -477,15 +508,93 @@ def compaction_part(work: Path, config: LoopdConfig) -> list[str]:
     return []
 
 
+def template_render(prompt: TemplatePrompt, turns: list[LogTurn], cache: Stretches) -> float:
+    """Seconds for loopd's render of the prompt for `turns` from a copy of `cache` (so every
+    round renders the same new stretch and reuses the same others)."""
+    stretches = Stretches(list(cache.ends), [list(s) for s in cache.segments])
+    start = time.perf_counter()
+    prompt.render("You work for the owner.", turns, stretches)
+    return time.perf_counter() - start
+
+
+def template_part(reply_seconds: float) -> list[str]:
+    """Time a turn's prompt rendered in this process and through the template worker,
+    print the figures; what was outside its limit (one line)."""
+    source = TEMPLATE.read_text(encoding="utf-8")
+    turns: list[LogTurn] = []
+    for n in range(TEMPLATE_TURNS):
+        turns.append(LogTurn(Role.USER, f"{PROMPTS[n % len(PROMPTS)]} ({n})"))
+        turns.append(LogTurn(Role.MODEL, f"An answer of a few lines, number {n}.\n" * 4))
+    turns.append(LogTurn(Role.USER, "And one more thing."))
+    times: dict[str, list[float]] = {"here": [], "worker": []}
+    with TemplateWorker() as worker:
+        templates: dict[str, TemplateRenderer] = {
+            "here": ChatTemplate(source, clock=time.monotonic),
+            "worker": WorkerTemplate(source, worker=worker),
+        }
+        prompts: dict[str, TemplatePrompt] = {}
+        caches: dict[str, Stretches] = {}
+        for side, template in templates.items():
+            prompts[side] = TemplatePrompt(
+                template,
+                bos="",
+                eos="<|im_end|>",
+                add_bos=False,
+                tools=TOOL_SCHEMAS,
+                now=lambda: TEMPLATE_NOW,
+                schemas=SCHEMAS,
+            )
+            caches[side] = Stretches()
+            prompts[side].render("You work for the owner.", turns[:-1], caches[side])
+        if prompts["here"].text("You work for the owner.", turns) != prompts["worker"].text(
+            "You work for the owner.", turns
+        ):
+            raise SystemExit("the worker's prompt is not the one rendered in this process")
+        for n in range(TEMPLATE_ROUNDS):
+            for side in ("here", "worker") if n % 2 == 0 else ("worker", "here"):
+                times[side].append(template_render(prompts[side], turns, caches[side]))
+    here = statistics.median(times["here"])
+    there = statistics.median(times["worker"])
+    added = max(there - here, 0.0)
+    ratio = added / reply_seconds
+    print(
+        f"a turn's prompt rendered from its stretches (Qwen3.5's template, {len(turns)} "
+        f"messages; medians of {TEMPLATE_ROUNDS}): in this process {here * 1000:.2f} ms, "
+        f"through the template worker {there * 1000:.2f} ms"
+    )
+    print(
+        f"  added by the worker: {added * 1000:8.3f} ms over one reply of {REPLY_TOKENS} "
+        f"tokens, {reply_seconds * 1000:.1f} ms at llama-cpp-python's rate  ratio "
+        f"{ratio:.5f} (at most {TEMPLATE_LIMIT})"
+    )
+    if ratio > TEMPLATE_LIMIT:
+        return [f"template-worker ratio {ratio:.5f} > {TEMPLATE_LIMIT}"]
+    return []
+
+
+def reply_time(llama: LlamaModel) -> float:
+    """Seconds for llama-cpp-python to write REPLY_TOKENS tokens on `llama`'s model, at
+    its own fastest rate (of RATE_ROUNDS generations from the first prompt)."""
+    llm = llama._llm
+    stop = {llm.token_eos(), *llama.tokenize("<end_of_turn>", special=True)}
+    prompt = llama.tokenize(PROMPTS[0], special=False)
+    rates = []
+    for _ in range(RATE_ROUNDS):
+        llm.reset()
+        rate = partial(raw_rate_of, llm, prompt, llama._sampling, stop, REPLY_TOKENS)
+        rates.append(llama.on_model_thread(rate))
+    return REPLY_TOKENS / max(rates)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, default=None, help="where work files go")
     parser.add_argument(
         "--only",
-        choices=["switch", "compaction"],
+        choices=["switch", "compaction", "template"],
         default=None,
         help="run one part alone (switch: the switch of sessions; compaction: the first "
-        "turn after a compaction)",
+        "turn after a compaction; template: a prompt rendered through the template worker)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bx-bench-", dir=args.dir) as work:
@@ -493,6 +602,8 @@ def main() -> int:
             return run_switch(Path(work))
         if args.only == "compaction":
             return run_compaction(Path(work))
+        if args.only == "template":
+            return run_template(Path(work))
         return run(Path(work))
 
 
@@ -522,6 +633,14 @@ def run_switch(work: Path) -> int:
 def run_compaction(work: Path) -> int:
     """The first turn after a compaction alone (`--only compaction`)."""
     failed = compaction_part(work, at_context(bench_config(work), COMPACTION_CONTEXT))
+    for line in failed:
+        print(f"  OUTSIDE THE LIMIT: {line}")
+    return 1 if failed else 0
+
+
+def run_template(work: Path) -> int:
+    """The template worker's cost alone (`--only template`), the rate on a fresh model."""
+    failed = template_part(reply_time(load_model(bench_config(work))))
     for line in failed:
         print(f"  OUTSIDE THE LIMIT: {line}")
     return 1 if failed else 0
@@ -730,6 +849,7 @@ def run(work: Path) -> int:
             failed.append(f"neutralising ratio {name} {ratio:.5f} > {NEUTRALISE_LIMIT}")
     failed += switch_part(llama)
     failed += compaction_part(work, at_context(config, COMPACTION_CONTEXT))
+    failed += template_part(REPLY_TOKENS / max(raw_rates))
     if gen_ratio < GEN_LIMIT:
         failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
     if content_ratio > CONTENT_LIMIT:

@@ -83,7 +83,7 @@ from typing import Any
 
 from boxmaker.core.call_ids import has_form
 from boxmaker.core.chat_format import ReplyCall, Role, Segment, Text, Tokens, Turn
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.template_sandbox import TemplateError, TemplateRenderer
 from boxmaker.core.tool_calls import CallSyntax, ToolCall, call_openers, parse_reply
 
 FENCE = "\x1f"
@@ -142,7 +142,7 @@ class TemplatePrompt:
 
     def __init__(
         self,
-        template: ChatTemplate,
+        template: TemplateRenderer,
         *,
         bos: str,
         eos: str,

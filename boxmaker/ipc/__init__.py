@@ -9,4 +9,7 @@ Shared like `boxmaker.sandbox`, never a role: it imports only `boxmaker.core`.
     role     a role's logging, configuration, stop signals and exit status
     files    atomic, durable file replacement, and durable appends
     secrets  a role's secrets read at start (never loopd's: it holds none)
+    template_worker  a model file's chat template compiled and rendered in a child
+             process under an address-space cap and a wall-clock kill (`WorkerTemplate`)
+    template_child   that child's side
 """
