@@ -1,28 +1,21 @@
-"""What the installed llama-cpp-python build runs on, and llama.cpp's load log.
+"""What the installed llama-cpp-python build runs on.
 
 I/O: loads llama_cpp (and, with ctypes, the ggml libraries it ships) to ask ggml
 for its devices: `ggml_backend_dev_count`, `_get`, `_name`, `_description`,
 `_type` and `_memory` (ggml/include/ggml-backend.h), which llama-cpp-python 0.3.36
-does not bind. `LoadLog` collects what llama.cpp logs while a model loads (its
-"offloaded N/M layers to GPU" line among it), forwarding errors to stderr as
-llama-cpp-python's own logger does.
+does not bind. (llama.cpp's log, and the load log that `loopd.model` reads its
+count of layers offloaded from, are `boxmaker.loopd.llama_load`'s.)
 """
 
 from __future__ import annotations
 
 import ctypes
-import sys
-import threading
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
 from boxmaker.core.offload import Backend, Device
 
 # enum ggml_backend_dev_type, in order (ggml-backend.h)
 _KINDS = ("CPU", "GPU", "IGPU", "ACCEL", "META")
-_LOG_ERROR = 3  # GGML_LOG_LEVEL_ERROR
-_LOG_CONTINUE = 5  # GGML_LOG_LEVEL_CONT: the rest of the line before
 
 
 def read_backend() -> Backend:
@@ -69,47 +62,3 @@ def read_backend() -> Backend:
 
 def _text(value: bytes | None) -> str:
     return (value or b"").decode("utf-8", errors="replace").strip()
-
-
-class LoadLog:
-    """While open, llama.cpp's log goes to `text` (errors also to stderr); on close the
-    logger llama-cpp-python installed is put back."""
-
-    def __init__(self) -> None:
-        self._parts: list[str] = []
-        self._lock = threading.Lock()
-        self._callback: Any = None
-        self._last_level = 0
-
-    @property
-    def text(self) -> str:
-        with self._lock:
-            return "".join(self._parts)
-
-    def __enter__(self) -> LoadLog:
-        import llama_cpp
-
-        def record(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-            piece = text.decode("utf-8", errors="replace")
-            with self._lock:
-                self._parts.append(piece)
-            if level != _LOG_CONTINUE:
-                self._last_level = level
-            if self._last_level == _LOG_ERROR:
-                print(piece, end="", file=sys.stderr, flush=True)
-
-        self._callback = llama_cpp.llama_log_callback(record)
-        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        import llama_cpp
-
-        logger = getattr(llama_cpp, "_logger", None)  # llama-cpp-python's own, if loaded
-        if logger is not None:
-            llama_cpp.llama_log_set(logger.llama_log_callback, ctypes.c_void_p(0))

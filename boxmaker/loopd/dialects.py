@@ -8,7 +8,9 @@ same sandbox and bounds as a default one. A template that renders but cannot be
 split at its slots falls back to the hand-written format its markers name
 (`choose_format`), with the reason logged; a template that raises, loops or breaks a
 bound on loopd's sample conversation refuses the start (runbook.md#loopd-template-refused),
-naming the template.
+naming the template. Whatever of the file such a line holds (the template's name, what it
+raised) is escaped as model text is (`core.escape.escape_arguments`): on one line, so a
+newline in a `raise_exception` text cannot forge a log line, and with no control character.
 A format named in `[model] template` is used as it is. Either way the vocabulary must
 have every marker of the dialect as one token (`self_test`).
 """
@@ -16,7 +18,6 @@ have every marker of the dialect as one token (`self_test`).
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
@@ -24,10 +25,12 @@ from typing import Protocol
 from boxmaker.core.chat_format import KNOWN_FORMATS, ChatFormat, format_for, missing_markers
 from boxmaker.core.dialect import Dialect, from_format, from_template
 from boxmaker.core.errors import StartupError
+from boxmaker.core.escape import escape_arguments
 from boxmaker.core.named_templates import ChosenTemplate
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt, TemplateUnusableError
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.template_sandbox import TemplateError
+from boxmaker.ipc.template_worker import WorkerTemplate
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.model import Model
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
@@ -70,7 +73,7 @@ def choose_format(config: LoopdConfig, model: Model) -> ChatFormat:
 def template_prompt(config: LoopdConfig, model: Model, source: str) -> TemplatePrompt:
     """The model's own template as loopd's prompt renderer; TemplateError if it cannot be."""
     return TemplatePrompt(
-        ChatTemplate(source, clock=time.monotonic),
+        WorkerTemplate(source),  # compiled and rendered in the bounded child (ipc.template_worker)
         bos=getattr(model, "bos_text", ""),
         eos=getattr(model, "eos_text", ""),
         add_bos=getattr(model, "add_bos", False),
@@ -100,17 +103,19 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
     source = model.chat_template
     if config.model.template == "auto" and source is not None:
         choice = chosen_template(model)
-        named = f" {choice.describe()}" if choice is not None else ""
+        # the file's names and the template's words are data: escaped, on one line
+        named = f" {escape_arguments(choice.describe())}" if choice is not None else ""
         try:
             prompt = template_prompt(config, model, source)
         except TemplateUnusableError as exc:
-            why = f"the model's own template{named} cannot be followed ({exc})"
+            said = escape_arguments(str(exc))
+            why = f"the model's own template{named} cannot be followed ({said})"
             log.warning("event=template_unusable %s; a hand-written format stands in", why)
         except TemplateError as exc:
             raise StartupError(
-                f"the model's chat template{named} cannot be used: {exc}; set [model] template "
-                f"in loopd.toml to a hand-written format to run this file anyway; "
-                f"{TEMPLATE_POINTER}"
+                f"the model's chat template{named} cannot be used: {escape_arguments(str(exc))}; "
+                f"set [model] template in loopd.toml to a hand-written format to run this file "
+                f"anyway; {TEMPLATE_POINTER}"
             ) from exc
         else:
             dialect = from_template(
@@ -119,7 +124,7 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
                 partial(is_marker, model),
                 marker_texts(model),
             )
-            which = f": {choice.explain()}" if choice is not None else ""
+            which = f": {escape_arguments(choice.explain())}" if choice is not None else ""
             return dialect, f"the model's own chat template{which}"
         chosen = choose_format(config, model)
         return from_format(chosen), f"the {chosen.name} format: {why}"
@@ -141,8 +146,9 @@ def self_test(model: Model, dialect: _Marked) -> list[str]:
     for tag in sorted(dialect.markers):
         as_tag = model.tokenize(tag, special=True)
         as_text = model.tokenize(tag, special=False)
+        shown = escape_arguments(repr(tag))  # the template's text: data
         if len(as_tag) != 1:
-            problems.append(f"{tag!r} is {len(as_tag)} tokens as a tag, not 1")
+            problems.append(f"{shown} is {len(as_tag)} tokens as a tag, not 1")
         if len(as_text) < 2:
-            problems.append(f"{tag!r} as ordinary text is a single token: text could forge it")
+            problems.append(f"{shown} as ordinary text is a single token: text could forge it")
     return problems

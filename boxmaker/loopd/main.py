@@ -9,7 +9,8 @@ to memoryd (`[memory]`; new sessions are refused while memoryd is down,
 runbook.md#memory-unavailable). `probe` runs the probe alone (always), then the
 marker self-test on the vocabulary, and prints what it found. `tags` prints the
 model's marker list (its vocabulary loaded alone). `check` says what loopd would
-do with a GGUF file (`boxmaker.loopd.model_check`). `demo --socket PATH
+do with a GGUF file (`boxmaker.loopd.model_check`), in a child process bounded in
+time (`--timeout SECONDS`) and memory (`boxmaker.loopd.check_process`). `demo --socket PATH
 --workspace PATH` serves a socket of its own with the scripted demo model
 (`boxmaker.loopd.demo`) in place of the real one, and no memory block, for
 `scripts/demo`'s walk-through. Exit statuses: 0 after a clean stop (or a probe
@@ -28,6 +29,7 @@ from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.errors import StartupError
 from boxmaker.ipc.role import CommandLine
 from boxmaker.ipc.shell import serve_daemon
+from boxmaker.loopd.check_process import CHECK_TIMEOUT_S, run_check
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.serve import Loopd
@@ -100,6 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     checking.add_argument(
         "path", type=Path, nargs="?", help="the GGUF model file (default: loopd.toml's model)"
     )
+    checking.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=CHECK_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop the check after this long (default {CHECK_TIMEOUT_S:g})",
+    )
     walk = line.command(
         "demo", "serve a socket of its own with the scripted demo model (scripts/demo)"
     )
@@ -108,6 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workspace", type=Path, required=True, help="the folder the example grants point at"
     )
     return line.run(argv, load_config, run_command)
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse's type for `--timeout`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 to 86400)")
+    return value
 
 
 def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
@@ -124,10 +144,9 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
         return 0
     if args.command == "tags":
         return print_tags(config)
-    if args.command == "check":
-        from boxmaker.loopd.model_check import run_check  # llama-cpp-python, only here
-
-        return run_check(args.path.absolute() if args.path else None, config)
+    if args.command == "check":  # in a child process, bounded: loopd.check_process
+        path = args.path.absolute() if args.path else None
+        return run_check(path, config, args.config, args.timeout)
     if args.command == "demo":
         return demo(config, args.socket.absolute(), args.workspace.absolute())
     return serve(config)

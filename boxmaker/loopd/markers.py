@@ -2,7 +2,8 @@
 plain text, built from the model's own vocabulary, and the self-test that proves
 neutralising disarms them (003 sections 6.2 and 8; docs/markers.md).
 
-I/O: `load_vocabulary` reads a GGUF file's vocabulary alone (for `loopd tags`);
+I/O: `load_vocabulary` reads a GGUF file's vocabulary alone (for `loopd tags`,
+and the self-test's thread; `loopd.llama_load` makes the `Llama`);
 otherwise none of its own. `build_markers` reads a `Vocabulary` (`LlamaVocabulary`
 wraps a llama-cpp-python `Llama`, loaded whole or with `vocab_only=True`);
 `check_markers` tokenizes through any `Tokenizer`, such as `LlamaModel`.
@@ -65,6 +66,7 @@ from boxmaker.core.sanitize.tags import (
     SQUARE_CLOSE_LOOKALIKE,
     SQUARE_OPEN_LOOKALIKE,
 )
+from boxmaker.loopd.llama_load import load_llama
 
 # llama.h's enum llama_token_attr
 CONTROL = 1 << 3
@@ -254,9 +256,7 @@ def plain_user_defined(vocab: Vocabulary, markers: Sequence[Marker]) -> list[str
 
 def load_vocabulary(path: Path) -> LlamaVocabulary:
     """The vocabulary of the GGUF file at `path`, loaded alone (no weights: fast)."""
-    from llama_cpp import Llama
-
-    return LlamaVocabulary(Llama(str(path), vocab_only=True, verbose=False))
+    return LlamaVocabulary(load_llama(path, vocab_only=True))
 
 
 def describe(markers: Sequence[Marker]) -> list[str]:

@@ -20,7 +20,9 @@ logits array (docs/performance.md, "Switching sessions"). Saved sessions stay
 within `saved_bytes`, the least recently used leaving first. Where it runs
 (layers on the GPU, flash attention, the KV cache's type, batch sizes) is the
 `Offload` loopd planned from loopd.toml (`boxmaker.core.offload`); `offloaded` is
-llama.cpp's own count of layers put on the GPU, read from its load log.
+llama.cpp's own count of layers put on the GPU, read from its load log
+(`loopd.llama_load`, which makes the `Llama`: no chat template of the file is
+compiled by llama-cpp-python, no file descriptor swapped, its log is loopd's).
 `chat_template` is the template loopd renders: the file's `tool_use` template
 where it has one, else its default (`core.named_templates`; `template_choice`
 says which, and from which key).
@@ -47,7 +49,7 @@ from boxmaker.core.layout import Home
 from boxmaker.core.named_templates import ChosenTemplate, choose_template
 from boxmaker.core.offload import Offload, offloaded_layers
 from boxmaker.core.sampling import Sampling
-from boxmaker.loopd.backend import LoadLog
+from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
 
 __all__ = ["ContextFullError", "Generation", "LlamaModel", "Model", "Sampling"]
@@ -122,9 +124,9 @@ class LlamaModel:
         self._sampling = sampling
         self.offload = offload
         kv_type = getattr(llama_cpp, f"GGML_TYPE_{offload.kv_type.upper()}")
-        with LoadLog() as load_log:
-            self._llm: Any = llama_cpp.Llama(
-                model_path=str(path),
+        with LoadLog() as load_log:  # no template compiled, no fd swapped: llama_load
+            self._llm: Any = load_llama(
+                path,
                 n_ctx=context,
                 n_threads=threads,
                 n_threads_batch=threads,
@@ -136,7 +138,6 @@ class LlamaModel:
                 type_v=kv_type,
                 n_batch=offload.batch,
                 n_ubatch=offload.ubatch,
-                verbose=False,
             )
         # llama.cpp's own count of the layers on the GPU (None: a build without one)
         self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)

@@ -36,6 +36,7 @@ the backend, the offload settings and llama.cpp's count of layers offloaded), wh
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -164,20 +165,19 @@ def child(model: Path, threads: int, context: int, memory_mib: int, offload: Off
     context as loopd will (REFUSED, its one line on stderr, when it cannot be honoured),
     load `model` at it with the offload (a model that does not fit fails here),
     generate, print where it went and how many tokens."""
-    import llama_cpp
-
     from boxmaker.loopd.backend import read_backend
+    from boxmaker.loopd.llama_load import load_llama
     from boxmaker.loopd.model import LlamaModel, Sampling
     from boxmaker.loopd.placement import placement
 
-    vocabulary = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+    vocabulary = load_llama(model, vocab_only=True)  # no chat template compiled: llama_load
     metadata = {
         str(k): str(v) for k, v in vocabulary.metadata.items() if not k.startswith("tokenizer.")
     }
     del vocabulary
     print(METADATA + json.dumps(metadata, sort_keys=True), flush=True)
     try:
-        fit = fit_context(metadata, context=context, memory_mib=memory_mib, kv_type=offload.kv_type)
+        fit = fit_context(metadata, context=context, memory_mib=memory_mib, offload=offload)
     except ContextFitError as exc:
         print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
         return REFUSED
@@ -200,6 +200,8 @@ def child(model: Path, threads: int, context: int, memory_mib: int, offload: Off
 
 
 if __name__ == "__main__":
+    # llama.cpp's warnings and errors (loopd.llama_load) on stderr, which `judge` reads
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     sys.exit(
         child(
             Path(sys.argv[1]),

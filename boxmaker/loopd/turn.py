@@ -87,6 +87,7 @@ from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
 from boxmaker.core.compaction_plan import summary_block
 from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import BoxmakerError, ErrorCode
+from boxmaker.core.escape import escape_arguments
 from boxmaker.core.labels import DataClass
 from boxmaker.core.messages import (
     ApprovalPendingEvent,
@@ -407,7 +408,8 @@ class TurnLoop:
             return self.prompt(session_log)
         except TemplateError as exc:  # probed at start; this conversation breaks it
             raise TurnRefusedError(
-                f"the model's chat template cannot render this session: {exc}; "
+                f"the model's chat template cannot render this session: "
+                f"{escape_arguments(str(exc))}; "
                 f"{Runbook.LOOPD_TEMPLATE_REFUSED.pointer}",
                 ErrorCode.UNAVAILABLE,
             ) from exc
@@ -570,7 +572,8 @@ class TurnLoop:
                 cached=False,
             )
         except TemplateError as exc:
-            log.info("event=memory_chance_skipped session=%s why=template: %s", session, exc)
+            why = escape_arguments(str(exc))
+            log.info("event=memory_chance_skipped session=%s why=template: %s", session, why)
             return range(start, start)
         budget = min(self._limits.summary_tokens, self._limits.context - len(prompt))
         if budget < MEMORY_CHANCE_MIN:

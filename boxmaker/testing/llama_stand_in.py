@@ -3,8 +3,9 @@
 Put first on a child process's PYTHONPATH (`install`), one of these replaces
 llama-cpp-python in that process only: `CRASHING` kills its process with
 SIGILL inside `Llama(...)`, as a build compiled for another CPU dies; `SILENT`
-loads and produces no token; `ANSWERING` produces four. I/O: `install` writes
-the package under a directory.
+loads and produces no token; `ANSWERING` produces four; `COMPILING` loads as a
+llama-cpp-python that compiles the file's chat templates all the same would.
+I/O: `install` writes the package under a directory.
 """
 
 from __future__ import annotations
@@ -77,6 +78,15 @@ ANSWERING = (
     def generate(self, prompt, **kwargs):
         yield from (8, 9, 10, 11, 12, 13)
 """
+)
+
+
+# another llama-cpp-python (a version loopd was not made for) that compiles the file's
+# chat templates as its `Llama` loads it, however loopd hands it the metadata
+COMPILING = _LOADS.replace("class Llama:", "__version__ = '9.9.9'\nclass Llama:", 1).replace(
+    "        self._input_ids = []\n",
+    "        self._input_ids = []\n        self._chat_handlers = {'chat_template.default': 0}\n",
+    1,
 )
 
 

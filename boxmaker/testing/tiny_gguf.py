@@ -31,6 +31,14 @@ Rules, in the order the code follows them:
    `tokenizer.chat_templates` (a Hermes 2 Pro or Hermes 3 file: `tool_use`). gguf
    lists the names from a set: with more than one, their order (so rule 4's same
    bytes) may change between runs.
+7. Any other metadata (`metadata`, key to string) is written as given, after the
+   rest, raw: a key may be a named template gguf's writer would not let through
+   (`tokenizer.chat_template.` and a name holding ESC or a newline), or
+   `general.name` holding terminal controls. A hostile file is written this way.
+8. `layers` and `context` replace the row's layer count and trained context
+   (`<arch>.block_count`, `<arch>.context_length`, written as gguf writes them); the
+   tensors follow the count. A qwen35moe of fewer layers than its
+   `full_attention_interval` has no attention layer: a hostile file's shape.
 
 I/O: reads the vocabulary file, writes the model file.
 """
@@ -84,8 +92,9 @@ class VocabularyField:
 class Architecture:
     """A row of ARCHITECTURES: how to write its hyperparameters, and its tensors."""
 
-    add_hyperparameters: Callable[[GGUFWriter], None]
-    tensors: Callable[[int], list[TensorSpec]]  # given the vocabulary's size
+    add_hyperparameters: Callable[[GGUFWriter, int, int], None]  # given layers, context
+    tensors: Callable[[int, int], list[TensorSpec]]  # given the vocabulary's size, layers
+    layers: int  # unless `write_tiny_model` is given another count (rule 8)
 
 
 def _name(tensor: MODEL_TENSOR, bid: int | None = None, suffix: str | None = "weight") -> str:
@@ -108,10 +117,10 @@ QWEN3_FF = 128
 CONTEXT = 4096
 
 
-def _qwen3_hyperparameters(writer: GGUFWriter) -> None:
-    writer.add_context_length(CONTEXT)
+def _qwen3_hyperparameters(writer: GGUFWriter, layers: int, context: int) -> None:
+    writer.add_context_length(context)
     writer.add_embedding_length(QWEN3_EMBD)
-    writer.add_block_count(QWEN3_LAYERS)
+    writer.add_block_count(layers)
     writer.add_feed_forward_length(QWEN3_FF)
     writer.add_head_count(QWEN3_HEADS)
     writer.add_head_count_kv(QWEN3_KV_HEADS)
@@ -121,14 +130,14 @@ def _qwen3_hyperparameters(writer: GGUFWriter) -> None:
     writer.add_layer_norm_rms_eps(1e-6)
 
 
-def _qwen3_tensors(n_vocab: int) -> list[TensorSpec]:
+def _qwen3_tensors(n_vocab: int, layers: int) -> list[TensorSpec]:
     embd, head, q_dim = QWEN3_EMBD, QWEN3_HEAD_DIM, QWEN3_HEADS * QWEN3_HEAD_DIM
     kv_dim = QWEN3_KV_HEADS * QWEN3_HEAD_DIM
     specs = [
         TensorSpec(_name(MODEL_TENSOR.TOKEN_EMBD), (embd, n_vocab)),
         _norm(MODEL_TENSOR.OUTPUT_NORM, embd),
     ]
-    for bid in range(QWEN3_LAYERS):
+    for bid in range(layers):
         specs += [
             _norm(MODEL_TENSOR.ATTN_NORM, embd, bid),
             TensorSpec(_name(MODEL_TENSOR.ATTN_Q, bid), (embd, q_dim)),
@@ -171,10 +180,10 @@ Q35_V_HEADS = 4
 Q35_INNER = Q35_STATE * Q35_V_HEADS
 
 
-def _qwen35moe_hyperparameters(writer: GGUFWriter) -> None:
-    writer.add_context_length(CONTEXT)
+def _qwen35moe_hyperparameters(writer: GGUFWriter, layers: int, context: int) -> None:
+    writer.add_context_length(context)
     writer.add_embedding_length(Q35_EMBD)
-    writer.add_block_count(Q35_LAYERS)
+    writer.add_block_count(layers)
     writer.add_head_count(Q35_HEADS)
     writer.add_head_count_kv(Q35_KV_HEADS)
     writer.add_key_length(Q35_HEAD_DIM)
@@ -195,7 +204,7 @@ def _qwen35moe_hyperparameters(writer: GGUFWriter) -> None:
     writer.add_full_attention_interval(Q35_FULL_ATTENTION_INTERVAL)
 
 
-def _qwen35moe_tensors(n_vocab: int) -> list[TensorSpec]:
+def _qwen35moe_tensors(n_vocab: int, layers: int) -> list[TensorSpec]:
     embd, head = Q35_EMBD, Q35_HEAD_DIM
     kv_dim = Q35_KV_HEADS * head
     key_dim, value_dim = Q35_STATE * Q35_K_HEADS, Q35_STATE * Q35_V_HEADS
@@ -203,7 +212,7 @@ def _qwen35moe_tensors(n_vocab: int) -> list[TensorSpec]:
         TensorSpec(_name(MODEL_TENSOR.TOKEN_EMBD), (embd, n_vocab)),
         _norm(MODEL_TENSOR.OUTPUT_NORM, embd),
     ]
-    for bid in range(Q35_LAYERS):
+    for bid in range(layers):
         specs += [
             _norm(MODEL_TENSOR.ATTN_NORM, embd, bid),
             _norm(MODEL_TENSOR.ATTN_POST_NORM, embd, bid),
@@ -246,8 +255,8 @@ def _qwen35moe_tensors(n_vocab: int) -> list[TensorSpec]:
 
 
 ARCHITECTURES: Mapping[str, Architecture] = {
-    "qwen3": Architecture(_qwen3_hyperparameters, _qwen3_tensors),
-    "qwen35moe": Architecture(_qwen35moe_hyperparameters, _qwen35moe_tensors),
+    "qwen3": Architecture(_qwen3_hyperparameters, _qwen3_tensors, QWEN3_LAYERS),
+    "qwen35moe": Architecture(_qwen35moe_hyperparameters, _qwen35moe_tensors, Q35_LAYERS),
 }
 
 
@@ -312,13 +321,18 @@ def write_tiny_model(
     vocabulary: Path | Sequence[VocabularyField],
     chat_template: str,
     named_templates: Mapping[str, str] | None = None,
+    metadata: Mapping[str, str] | None = None,
+    layers: int | None = None,
+    context: int = CONTEXT,
     seed: int = 0,
 ) -> Path:
     """Write a tiny `arch` model to `path` and return `path`.
 
     `vocabulary` is a vocabulary-only GGUF file, or what `read_vocabulary` read from
     one (reading is the slow part: pass the fields to build several models).
-    `named_templates` are written beside `chat_template`, the default (rule 6).
+    `named_templates` are written beside `chat_template`, the default (rule 6);
+    `metadata`, raw, after everything else (rule 7). `layers` (None: the row's) and
+    `context` are the model's layer count and trained context (rule 8).
     """
     architecture = ARCHITECTURES.get(arch)
     if architecture is None:
@@ -328,7 +342,8 @@ def write_tiny_model(
 
     writer = GGUFWriter(path, arch)
     writer.add_name(f"tiny-{arch}")
-    architecture.add_hyperparameters(writer)
+    count = architecture.layers if layers is None else layers
+    architecture.add_hyperparameters(writer, count, context)
     for field in fields:
         writer.add_key_value(field.name, field.value, field.type, sub_type=field.sub_type)
     if named_templates:
@@ -342,8 +357,10 @@ def write_tiny_model(
         )
     else:
         writer.add_chat_template(chat_template)
+    for key, value in (metadata or {}).items():
+        writer.add_key_value(key, value, GGUFValueType.STRING)
     rng = np.random.default_rng(seed)
-    for spec in architecture.tensors(len(tokens)):
+    for spec in architecture.tensors(len(tokens), count):
         writer.add_tensor(spec.name, _fill(spec, rng))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -31,6 +31,7 @@ from boxmaker.loopd.markers import (
     build_markers,
     check_markers,
     format_markers,
+    load_vocabulary,
     plain_user_defined,
 )
 from boxmaker.loopd.model import embedded_model_path
@@ -85,14 +86,12 @@ def embedded_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _load(name: str, request: pytest.FixtureRequest) -> LlamaVocabulary:
-    from llama_cpp import Llama
-
     if name == EMBEDDED:
         path: Path = request.getfixturevalue("embedded_path")
     else:
         path = request.getfixturevalue("vocabulary_dir") / f"ggml-vocab-{name}.gguf"
     assert path.is_file(), f"{path} is missing"
-    return LlamaVocabulary(Llama(str(path), vocab_only=True, verbose=False))
+    return load_vocabulary(path)  # as loopd loads it: loopd.llama_load
 
 
 def _code_work() -> list[str]:

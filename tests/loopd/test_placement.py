@@ -23,8 +23,9 @@ import pytest
 import tomli_w
 
 from boxmaker.core.offload import ALL_LAYERS, Backend, Offload
-from boxmaker.loopd.backend import LoadLog, read_backend
+from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
+from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.loopd.model import CPU_ONLY, LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.placement import (
     PLACED,
@@ -90,10 +91,8 @@ def test_the_default_offload_is_llama_cpp_pythons_own_defaults(model_path: Path)
 
 
 def test_the_load_log_holds_what_llama_cpp_wrote_while_loading(model_path: Path) -> None:
-    import llama_cpp
-
     with LoadLog() as log:
-        llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=256, verbose=False)
+        llm = load_llama(model_path, n_ctx=256)
     assert "gemma3" in log.text  # the loader's lines name the architecture
     del llm
     with LoadLog() as quiet:
