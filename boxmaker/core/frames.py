@@ -1,11 +1,13 @@
 """Length-prefixed frames, sans I/O: bytes in, payloads out.
 
-A frame is a 4-byte big-endian length N, 1 <= N <= 1,048,576, then exactly N
-bytes. `FrameDecoder.feed` takes any split of the stream and returns the complete
-payloads so far; a bad prefix raises `ProtocolError` as soon as the 4 bytes are
-in, before any of the body is buffered. After an error the decoder stays failed.
-`encode_frame` is given our own payloads: one that cannot be a frame is our
-mistake, a `MisuseError` (`FrameTooLargeError` when it is over the limit).
+A frame is a 4-byte big-endian length N, 1 <= N <= the limit (1,048,576 on the
+sockets, `MAX_FRAME`; a link of its own, such as the template worker's pipe, may
+set another), then exactly N bytes. `FrameDecoder.feed` takes any split of the
+stream and returns the complete payloads so far; a bad prefix raises
+`ProtocolError` as soon as the 4 bytes are in, before any of the body is
+buffered. After an error the decoder stays failed. `encode_frame` is given our
+own payloads: one that cannot be a frame is our mistake, a `MisuseError`
+(`FrameTooLargeError` when it is over the limit).
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ MAX_FRAME = 1_048_576
 PREFIX = 4
 
 
-def encode_frame(payload: bytes) -> bytes:
+def encode_frame(payload: bytes, limit: int = MAX_FRAME) -> bytes:
     """`payload` with its length prefix; MisuseError if it cannot be one frame."""
     if not payload:
         raise MisuseError("a frame cannot be empty")
-    if len(payload) > MAX_FRAME:
-        raise FrameTooLargeError(f"a frame of {len(payload)} bytes is over {MAX_FRAME}")
+    if len(payload) > limit:
+        raise FrameTooLargeError(f"a frame of {len(payload)} bytes is over {limit}")
     return len(payload).to_bytes(PREFIX, "big") + payload
 
 
 class FrameDecoder:
     """Feed it bytes; it yields whole payloads or raises the one protocol error."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self._limit = limit
         self._buffer = bytearray()
         self._length: int | None = None
         self._error: ProtocolError | None = None
@@ -53,9 +56,9 @@ class FrameDecoder:
                 del self._buffer[:PREFIX]
                 if length == 0:
                     self._fail(ErrorCode.MALFORMED, "a frame cannot be empty")
-                if length > MAX_FRAME:
+                if length > self._limit:
                     self._fail(
-                        ErrorCode.TOO_LARGE, f"a frame of {length} bytes is over {MAX_FRAME}"
+                        ErrorCode.TOO_LARGE, f"a frame of {length} bytes is over {self._limit}"
                     )
                 self._length = length
             if len(self._buffer) < self._length:

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any, NoReturn
+from typing import Any
 
-from boxmaker.core.errors import ErrorCode, FrameTooLargeError, ProtocolError
-
-PREFIX = 4
+from boxmaker.core.errors import ErrorCode, ProtocolError
+from boxmaker.core.frames import FrameDecoder, encode_frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +116,7 @@ def encode(message: Message, limit: int) -> bytes:
     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogatepass"
     )
-    if len(payload) > limit:
-        raise FrameTooLargeError(f"a template frame of {len(payload)} bytes is over {limit}")
-    return len(payload).to_bytes(PREFIX, "big") + payload
+    return encode_frame(payload, limit)
 
 
 def decode(payload: bytes) -> Message:
@@ -144,49 +141,26 @@ def decode(payload: bytes) -> Message:
 
 
 class Decoder:
-    """Feed it bytes; it returns whole messages or raises the one protocol error."""
+    """Feed it bytes; it returns whole messages or raises the one protocol error (the
+    frames are `core.frames`', with this link's limit)."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._buffer = bytearray()
-        self._length: int | None = None
+        self._frames = FrameDecoder(limit)
         self._error: ProtocolError | None = None
 
     @property
     def idle(self) -> bool:
         """True when no partial frame is buffered."""
-        return not self._buffer and self._length is None
+        return self._frames.idle
 
     def feed(self, data: bytes) -> list[Message]:
         if self._error is not None:
             raise self._error
-        self._buffer += data
         messages: list[Message] = []
-        while True:
-            if self._length is None:
-                if len(self._buffer) < PREFIX:
-                    return messages
-                length = int.from_bytes(self._buffer[:PREFIX], "big")
-                del self._buffer[:PREFIX]
-                if length == 0:
-                    self._fail(ErrorCode.MALFORMED, "a template frame cannot be empty")
-                if length > self._limit:
-                    self._fail(
-                        ErrorCode.TOO_LARGE,
-                        f"a template frame of {length} bytes is over {self._limit}",
-                    )
-                self._length = length
-            if len(self._buffer) < self._length:
-                return messages
-            payload = bytes(self._buffer[: self._length])
-            del self._buffer[: self._length]
-            self._length = None
+        for payload in self._frames.feed(data):
             try:
                 messages.append(decode(payload))
             except ProtocolError as exc:
-                self._fail(exc.code, exc.message)
-
-    def _fail(self, code: ErrorCode, message: str) -> NoReturn:
-        self._buffer.clear()
-        self._error = ProtocolError(code, message)
-        raise self._error
+                self._error = exc
+                raise
+        return messages
