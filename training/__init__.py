@@ -1,0 +1,1 @@
+"""How the embedded model's adapter is made. Never imported by the boxmaker package."""

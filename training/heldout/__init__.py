@@ -1,0 +1,1 @@
+"""The held-out eval requests (requests.jsonl) and the words they are made from."""

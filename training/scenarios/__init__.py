@@ -1,0 +1,1 @@
+"""The generator's conversations: its vocabularies (`vocab`) and categories (`categories`)."""

@@ -1,0 +1,1 @@
+"""Tests of the data generator (run by hand: .tox/py311/bin/pytest training/tests)."""

@@ -1,0 +1,146 @@
+"""The generator: determinism, coverage, calls loopd reads back, prompts loopd renders."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from boxmaker.core.args import parse_arguments
+from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.deny_reasons import DenyReason
+from boxmaker.core.labels import DataClass
+from boxmaker.core.messages import (
+    DeniedResponse,
+    FailedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolRequest,
+)
+from boxmaker.core.tool_calls import ToolCall, parse_reply
+from boxmaker.core.tools import TOOLS, ToolName
+from boxmaker.loopd.session_log import SessionLogs
+from boxmaker.loopd.tools import SCHEMAS
+from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.testing.scripted_model import ScriptedModel
+from training.generate import examples
+from training.render import prompting
+from training.scenarios.categories import CATEGORIES
+
+SAMPLE = list(examples(7, 15 * 20))
+
+
+def _lines(seed: int, count: int) -> bytes:
+    return b"".join(
+        json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in examples(seed, count)
+    )
+
+
+def test_same_seed_same_bytes() -> None:
+    assert _lines(3, 60) == _lines(3, 60)
+    assert _lines(3, 60) != _lines(4, 60)
+
+
+def test_the_embedded_default_speaks_gemma_and_is_taught_bare_json() -> None:
+    p = prompting()
+    assert p.dialect.name == "gemma"
+    assert p.dialect.teach.value == "bare_json"
+    assert "reply with only a JSON object" in p.system
+
+
+def test_every_tool_and_category_is_covered_evenly() -> None:
+    tools = Counter(c["tool"] for e in SAMPLE for c in e["calls"])
+    assert set(tools) == set(TOOLS)
+    categories = Counter(e["category"] for e in SAMPLE)
+    assert set(categories) == set(CATEGORIES)
+    assert max(categories.values()) - min(categories.values()) <= 1
+
+
+def _model_texts(example: dict[str, Any]) -> list[str]:
+    segments = example["segments"]
+    return [s["text"] for s in segments if s["model"] and not s["special"]]
+
+
+def test_calls_parse_back_with_loopds_reader_and_pass_the_argument_parser() -> None:
+    syntax = prompting().dialect.syntax
+    for example in SAMPLE:
+        calls = iter(example["calls"])
+        for text in _model_texts(example):
+            reply = parse_reply(text, syntax, SCHEMAS)
+            if not reply.calls:
+                assert text.strip() == reply.content
+                continue
+            (call,) = reply.calls
+            assert isinstance(call, ToolCall)
+            assert call.name == "call_tool"
+            wanted = next(calls)
+            inner = json.loads(call.arguments)
+            assert inner == {"name": wanted["tool"], "arguments": wanted["arguments"]}
+            parse_arguments(ToolName(inner["name"]), json.dumps(inner["arguments"]))
+        assert next(calls, None) is None
+
+
+def test_chat_ends_at_once() -> None:
+    for example in SAMPLE:
+        if example["category"] == "chat":
+            assert example["calls"] == []
+            assert len(_model_texts(example)) == 1
+
+
+def test_model_segments_end_with_the_stop_marker() -> None:
+    stop = prompting().dialect.stop
+    for example in SAMPLE:
+        own = [s for s in example["segments"] if s["model"]]
+        assert own
+        assert len(own) % 2 == 0
+        for text, close in zip(own[::2], own[1::2], strict=True):
+            assert not text["special"]
+            assert close["special"]
+            assert close["text"] in stop
+
+
+class _Port:
+    """brokerd as the recorded outcomes say, in order."""
+
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self.calls = list(calls)
+        self.requests: list[ToolRequest] = []
+
+    def call(self, request: ToolRequest, pending: Any) -> object:
+        self.requests.append(request)
+        outcome = self.calls.pop(0)["outcome"]
+        if outcome["approval"]:
+            pending(PendingApprovalResponse(approval=1, expires="2026-12-05T10:00:00.000Z"))
+        if outcome["status"] == "failed":
+            return FailedResponse(message=outcome["text"])
+        if outcome["status"] == "denied":
+            return DeniedResponse(reason=DenyReason(outcome["text"]))
+        return ResultResponse(
+            content=outcome["text"],
+            class_=DataClass.PUBLIC,
+            untrusted=outcome["untrusted"],
+            truncated=False,
+        )
+
+
+@pytest.mark.parametrize("category", sorted(CATEGORIES))
+def test_prompts_are_what_the_real_turn_loop_renders(category: str, tmp_path: Path) -> None:
+    example = next(e for e in SAMPLE if e["category"] == category)
+    replies = _model_texts(example)
+    model = ScriptedModel(list(replies))
+    port = _Port(example["calls"])
+    loop = TurnLoop(model, GEMMA, SessionLogs(tmp_path), port, TurnLimits(), markers=GEMMA.markers)  # type: ignore[arg-type]
+    first_user = example["segments"][3]["text"]
+    system = prompting().system + "\n\n"
+    assert first_user == system  # the system text opens the first user turn
+    owner = example["segments"][4]["text"]
+    loop.run("s1", owner, resume=False, emit=lambda event: None)
+    assert len(model.prompts) == len(replies)
+    segments = example["segments"]
+    starts = [i for i, s in enumerate(segments) if s["model"] and not s["special"]]
+    for k, start in enumerate(starts):
+        assert model.prompt_text(k) == "".join(s["text"] for s in segments[:start])
+    assert [r.tool for r in port.requests] == [c["tool"] for c in example["calls"]]
