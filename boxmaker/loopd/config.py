@@ -15,7 +15,9 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               (what the context (its KV cache and llama.cpp's other per-token
               state) and saved sessions may take, in MiB, 4,096:
               `boxmaker.core.context_fit`),
-              threads, max_tokens (one reply, 16,384), reasoning_tokens (of a
+              threads, max_tokens (one reply; 0, the default: sized to the model,
+              16,384 for one that reasons and 1,024 for one that does not:
+              `boxmaker.loopd.main.turn_limits`), reasoning_tokens (of a
               reply's reasoning, 8,192: past it loopd closes the block), thinking
               (true: the template's `enable_thinking`), temperature, top_p, top_k, repeat_penalty
               (unset: the model family's defaults, `boxmaker.core.sampling`), seed,
@@ -92,7 +94,8 @@ class ModelSection(Section):
     context: Annotated[int, AfterValidator(_context)] = 0
     memory_mib: int = Field(default=4096, ge=1)  # the context's memory and saved sessions
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
-    max_tokens: int = Field(default=16_384, ge=1)
+    # one reply: 0 = sized to the model (`boxmaker.loopd.main.turn_limits`)
+    max_tokens: int = Field(default=0, ge=0)
     reasoning_tokens: int = Field(default=8_192, ge=1)
     thinking: bool = True
     # unset: the model family's own defaults (`boxmaker.core.sampling`)

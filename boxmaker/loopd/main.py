@@ -25,7 +25,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.chat_format import GEMMA, ChatFormat
+from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import StartupError
 from boxmaker.ipc.role import CommandLine
 from boxmaker.ipc.shell import serve_daemon
@@ -48,26 +49,47 @@ def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     loaded = start_model(config, probe_argv)
     name = loaded.chat_format.name
     detail = f"model {config.model.path or 'embedded'}, format {name}; {loaded.placed}"
-    limits = turn_limits(config, loaded.fit.context)
+    limits = turn_limits(config, loaded.fit.context, reasons(loaded.chat_format))
     daemon = Loopd(config, loaded.model, loaded.chat_format, limits, detail)
     return serve_daemon(daemon, daemon.serving())
 
 
-def turn_limits(config: LoopdConfig, context: int | None = None) -> TurnLimits:
+# A reply's budget with `[model] max_tokens = 0`: a model that reasons spends
+# thousands of tokens before it answers (issue 25); one that does not needs few, and a
+# runaway reply (a base model repeating its prompt) must end soon. The embedded Gemma 3
+# 270M writes about 65 tokens a second on 2 CPU cores (llama-cpp-python, measured):
+# 1,024 tokens are about 16 s there, under 60 s even at a quarter of that speed.
+REASONING_REPLY_TOKENS = 16_384
+PLAIN_REPLY_TOKENS = 1_024
+
+
+def reasons(chat_format: ChatFormat | Dialect) -> bool:
+    """Whether the model writes reasoning: its dialect has reasoning markers."""
+    dialect = chat_format if isinstance(chat_format, Dialect) else from_format(chat_format)
+    return dialect.reasoning is not None
+
+
+def turn_limits(
+    config: LoopdConfig, context: int | None = None, reasoning: bool = True
+) -> TurnLimits:
     """`[turn]` and `[model]`'s budgets, none past `context`: the one loopd resolved
     (`resolve_context`); None: `[model] context` as set, which must then be a number
-    (ValueError for 0, which only the model's metadata turns into one). A result's,
-    a summary's and the memory block's budgets: 0 = an eighth of the context; never
-    more than a quarter."""
+    (ValueError for 0, which only the model's metadata turns into one). A reply's
+    budget: `[model] max_tokens` as set, or for 0 sized to the model (`reasoning`:
+    REASONING_REPLY_TOKENS, else PLAIN_REPLY_TOKENS). A result's, a summary's and
+    the memory block's budgets: 0 = an eighth of the context; never more than a
+    quarter."""
     if context is None:
         context = config.model.context
         if context == 0:
             raise ValueError("[model] context = 0: give turn_limits the resolved context")
     turn = config.turn
+    reply = config.model.max_tokens
+    sized = REASONING_REPLY_TOKENS if reasoning else PLAIN_REPLY_TOKENS
     return TurnLimits(
         max_tool_calls=turn.max_tool_calls,
         max_tokens=min(turn.max_tokens, context),
-        reply_tokens=min(config.model.max_tokens, context),
+        reply_tokens=min(reply or sized, context),
         reasoning_tokens=min(config.model.reasoning_tokens, context),
         result_tokens=min(turn.result_tokens or context // 8, context // 4),
         context=context,
@@ -85,8 +107,14 @@ def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
     model = DemoModel(workspace)
     detail = f"the demo model (scripted), workspace {workspace}"
     # its tokens are characters: [model] max_tokens and [turn] max_tokens, set for
-    # the real model, would cut its replies short
-    limits = TurnLimits(config.turn.max_tool_calls, max_tokens=64_000, reply_tokens=64_000)
+    # the real model, would cut its replies short; and each of its replies is written
+    # whole in one generation, never continued, so it is never checked for repetition
+    limits = TurnLimits(
+        config.turn.max_tool_calls,
+        max_tokens=64_000,
+        reply_tokens=64_000,
+        repeat_check_tokens=64_000,
+    )
     daemon = Loopd(config, model, GEMMA, limits, detail, socket_path=socket_path, memory=False)
     return serve_daemon(daemon, daemon.serving())
 

@@ -106,6 +106,7 @@ from boxmaker.core.messages import (
     TurnDone,
 )
 from boxmaker.core.reasoning import ReasoningStream
+from boxmaker.core.repetition import Repetition, find_repetition
 from boxmaker.core.reply_stream import ReplyStream
 from boxmaker.core.result_cut import cut_result
 from boxmaker.core.runbook import Runbook
@@ -151,6 +152,9 @@ class TurnLimits:
     max_tokens: int = 65_536  # generated in one turn, all replies together
     reply_tokens: int = 16_384  # one reply
     reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
+    # a reply is generated in stretches of this many tokens, and after each one that
+    # does not end it, one that only repeats itself is stopped (`core.repetition`)
+    repeat_check_tokens: int = 512
     stream_interval_s: float = 0.05  # streamed text merged within it (`loopd.pacing`)
     # a tool result's budget in the prompt (`core.result_cut`); None: never cut
     result_tokens: int | None = None
@@ -203,6 +207,7 @@ class _Reply:
     text: str  # all of it, reasoning included: what the log keeps
     finished: bool
     answer: str | None  # outside reasoning; None when the reply was cut off unfinished
+    repeated: Repetition | None = None  # stopped because it only repeated itself
 
 
 @dataclass(frozen=True)
@@ -378,6 +383,21 @@ class TurnLoop:
                     f"({len(prompt)} tokens); {Runbook.LOOPD_CONTEXT_FULL.pointer}."
                 )
             generated += len(generation.ids)
+            if generation.repeated is not None:
+                # only repeating itself: unfinished, like a reply cut off by the budget
+                session_log.append(
+                    ModelEntry(text=generation.text, ids=generation.ids, prompt=len(prompt))
+                )
+                log.info(
+                    "event=reply_repeated session=%s period=%d tokens=%d",
+                    session,
+                    generation.repeated.period,
+                    generation.repeated.tokens,
+                )
+                return (
+                    f"The turn stopped: the model's reply repeated the same "
+                    f"{generation.repeated.period} tokens {generation.repeated.copies} times."
+                )
             if generation.answer is None:
                 # cut off by the turn's bound: what it wrote is unfinished, not an answer,
                 # and what was held back (perhaps half a tool call) is not shown
@@ -632,7 +652,10 @@ class TurnLoop:
         reasoning budget, an open reasoning block is closed (its closing marker
         appended, as the template spells it) and the model goes on to answer: the
         reply is then its ids, the marker's and the rest, in order. A reply cut off
-        by the turn's bound (`last`) is no answer: what was held back is not sent."""
+        by the turn's bound (`last`) is no answer: what was held back is not sent.
+        Generated in stretches of `repeat_check_tokens`: after each one that does not
+        end it, a reply that only repeats itself (`core.repetition`) is stopped, and
+        is no answer either (`repeated` says why)."""
         dialect = self._dialect
         thinking = ReasoningStream(
             dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.marked_openers
@@ -650,11 +673,12 @@ class TurnLoop:
         ids: list[int] = []
         texts: list[str] = []
         finished = False
+        repeated: Repetition | None = None
         while True:
             left = budget - len(ids)
-            step = left
+            step = min(left, self._limits.repeat_check_tokens)
             if thinking.reasoning_open and dialect.reasoning is not None:
-                step = min(left, max(1, thinks - len(ids)))
+                step = min(step, max(1, thinks - len(ids)))
             generation = self._model.generate(
                 session, prompt + ids, max_tokens=step, stop=self._stop, on_text=on_text
             )
@@ -662,6 +686,9 @@ class TurnLoop:
             texts.append(generation.text)
             finished = generation.finished
             if finished or len(ids) >= budget or not generation.ids:
+                break
+            repeated = find_repetition(ids)
+            if repeated is not None:
                 break
             over = len(ids) >= thinks
             if over and thinking.reasoning_open and dialect.reasoning is not None:
@@ -675,9 +702,9 @@ class TurnLoop:
             log.warning("event=streamed_text_differs session=%s", session)
         reasoning, content = thinking.finish()
         paced.add(ReasoningEvent, reasoning)
-        if last and not finished and len(ids) >= budget:
-            paced.flush()
-            return _Reply(tuple(ids), text, finished, None)
+        if repeated is not None or (last and not finished and len(ids) >= budget):
+            paced.flush()  # what was held back (perhaps half a tool call) is not shown
+            return _Reply(tuple(ids), text, finished, None, repeated)
         released = answer.feed(content) if content else ""
         paced.add(ContentEvent, released + answer.finish())
         paced.flush()

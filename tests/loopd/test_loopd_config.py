@@ -21,18 +21,22 @@ import logging
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
 
+from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.context_fit import ContextFit
+from boxmaker.core.dialect import from_format
 from boxmaker.core.errors import ConfigError, StartupError
 from boxmaker.core.offload import Backend
+from boxmaker.core.reasoning import ReasoningMarkers
 from boxmaker.loopd import probe_cache, startup
 from boxmaker.loopd.config import LoopdConfig, load_config
-from boxmaker.loopd.main import turn_limits
+from boxmaker.loopd.main import reasons, turn_limits
 from boxmaker.loopd.model import CPU_ONLY, embedded_model_path
 from boxmaker.loopd.placement import from_argument, plan
 from boxmaker.loopd.probe import METADATA, REFUSED, ProbeResult, judge, probe_command
@@ -163,6 +167,38 @@ def test_turn_limits_follow_the_resolved_context(
     assert (limits.summary_tokens, limits.result_tokens) == (summary, result)
     assert limits.max_tokens == min(65_536, context)
     assert limits.reply_tokens == min(16_384, context)
+
+
+@pytest.mark.parametrize(
+    ("model", "reasoning", "context", "reply"),
+    [
+        ({}, True, 32768, 16_384),
+        ({}, False, 32768, 1_024),
+        ({}, False, 512, 512),
+        ({"max_tokens": 16_384}, False, 32768, 16_384),
+        ({"max_tokens": 300}, True, 32768, 300),
+    ],
+    ids=[
+        "a-reasoning-model-keeps-16384",
+        "a-plain-model-gets-1024",
+        "never-past-the-context",
+        "the-owners-value-wins-for-a-plain-model",
+        "the-owners-value-wins-for-a-reasoning-model",
+    ],
+)
+def test_a_replys_budget_is_sized_to_the_model(
+    tmp_path: Path, model: dict[str, Any], reasoning: bool, context: int, reply: int
+) -> None:
+    limits = turn_limits(config_of(tmp_path, {"model": model}), context, reasoning)
+    assert limits.reply_tokens == reply
+    assert limits.max_tokens == min(65_536, context)  # a turn's budget is the same
+
+
+def test_whether_a_model_reasons_comes_from_its_dialect() -> None:
+    gemma = from_format(GEMMA)
+    assert not reasons(GEMMA)
+    assert not reasons(gemma)
+    assert reasons(replace(gemma, reasoning=ReasoningMarkers("<think>", "</think>")))
 
 
 def test_turn_limits_pass_the_compaction_keys(tmp_path: Path) -> None:

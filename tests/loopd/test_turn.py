@@ -405,6 +405,37 @@ def test_the_token_bound_ends_the_turn_with_a_clear_message(place: Home) -> None
     assert len(model.prompts) <= 4
 
 
+def test_a_reply_that_only_repeats_itself_ends_with_a_notice(place: Home) -> None:
+    line = "You are boxmaker's agent.\n"  # 26 scripted tokens, written again and again
+    model = ScriptedModel([line * 100 + tool_call("clock", {})])
+    content, events, _ = run(place.loop(model, broker=False), "hi")
+    assert content == "The turn stopped: the model's reply repeated the same 26 tokens 19 times."
+    assert len(model.prompts) == 1  # stopped after its first stretch, 512 tokens
+    assert not [e for e in events if isinstance(e, ToolResultEvent)]
+
+
+def stretches(text: str, size: int = 512) -> list[str]:
+    """`text` as the scripted model's consecutive generations of `size` tokens each."""
+    assert len(text) % size, "a last stretch of exactly `size` would not end the reply"
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(f"{n}. item number {n}, with its own words\n" for n in range(1, 120)),
+        "| name | size |\n|---|---|\n" + "| empty | 0 |\n" * 30 + "That is all.",
+        "def f(x):\n" + "    x = x + 1\n" * 30 + "    return x\n" + "-" * 300 + "\nDone.",
+    ],
+    ids=["a-long-list", "a-table-of-equal-rows", "code-with-a-repeated-line"],
+)
+def test_long_legitimate_replies_are_answered_whole(place: Home, text: str) -> None:
+    model = ScriptedModel(stretches(text))
+    content, _, _ = run(place.loop(model, broker=False), "hi")
+    assert content == text.strip()
+    assert len(model.prompts) == len(stretches(text))
+
+
 def test_without_a_broker_every_broker_tool_fails_with_no_broker_configured(
     place: Home,
 ) -> None:
