@@ -101,5 +101,11 @@ def test_idle_connections_on_broker_sock_never_keep_the_owner_out(tmp_path: Path
         assert daemon.stop() == 0
     log = daemon.stderr
     assert "Traceback" not in log
-    assert len(log.splitlines()) < 40, log[-3000:]
+    # a connection brokerd served and the client left is one line (ipc.server rule 5):
+    # how many it had accepted when the flood ended is the scheduler's; every other line
+    # (an accept refused, a descriptor short) is a few lines in all, never one each
+    lines = log.splitlines()
+    left = [line for line in lines if "event=peer_closed" in line or "event=idle_timeout" in line]
+    assert len(left) <= flood.opened, log[-3000:]
+    assert len(lines) - len(left) < 40, log[-3000:]
     assert "event=descriptors limit=128 broker_cap=8 admin_cap=16" in log
