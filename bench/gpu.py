@@ -6,7 +6,9 @@ own `load_model` with loopd.toml's defaults, `[model] gpu_layers = "all"`, a
 fixed seed and a context of `--context` tokens (8192). The offload is the one
 loopd plans (`boxmaker.loopd.placement.plan` against `read_backend()`: flash
 attention on, an f16 KV cache, batch and ubatch 512); both sides of every ratio
-use the one `Llama` loopd drives, so they share its settings by construction.
+use the one `Llama` loopd drives, so they share its settings by construction,
+the LoRA adapter too (`[model] adapter`; the embedded model's default is the shipped
+adapter, issue 39), named on the first line.
 The placement line is printed, and a run where llama.cpp did not put every layer
 on the GPU (its "offloaded N/M layers" count, N below M) stops there, status 1.
 
@@ -69,6 +71,7 @@ import orjson
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.offload import Backend
+from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_dialect
@@ -220,7 +223,8 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
     except StartupError as exc:
         raise SystemExit(f"gpu: {exc}") from exc
     print(
-        f"gpu: model {config.model.path or 'embedded'} loaded in {loaded:.2f} s, format "
+        f"gpu: model {config.model.path or 'embedded'}, adapter {describe(llama.adapter)},"
+        f" loaded in {loaded:.2f} s, format "
         f"{chat_format.name}, {config.model.threads} threads, context {config.model.context}"
     )
     print(f"  placement: {placement(backend, offload, llama.offloaded)}")

@@ -1,7 +1,9 @@
 """How fast does loopd generate, and does prefix reuse keep a long session quick?
 
 Figures, measured in one run on the embedded model (Gemma 3 270M Q4_K_M, loaded
-by loopd's own `load_model` with loopd.toml's defaults and a fixed seed):
+by loopd's own `load_model` with loopd.toml's defaults and a fixed seed, so with the
+shipped LoRA adapter, issue 39; every llama-cpp-python side runs on the very `Llama`
+loopd drives, the adapter applied, and the first line names it):
 
 - generation tokens per second through loopd: turns over loop.sock (the client's
   time from sending the turn to turn_done, so the socket, the session log with
@@ -145,6 +147,7 @@ from boxmaker.core.template_prompt import Stretches, TemplatePrompt
 from boxmaker.core.template_sandbox import ChatTemplate, TemplateRenderer
 from boxmaker.ipc import client
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
+from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
@@ -783,7 +786,8 @@ def run(work: Path) -> int:
     ttft = (min(first_turn), min(last_turn))
     ttft_ratio = ttft[1] / ttft[0]
     print(
-        f"loopd: embedded model loaded in {loaded:.2f} s, {config.model.threads} threads, "
+        f"loopd: embedded model, adapter {describe(llama.adapter)}, loaded in {loaded:.2f} s,"
+        f" {config.model.threads} threads, "
         f"context {config.model.context}, replies up to {REPLY_TOKENS} tokens"
     )
     print(

@@ -37,6 +37,7 @@ class Runbook(StrEnum):
     LOOPD_TEMPLATE_REFUSED = "loopd-template-refused"
     LOOPD_MODEL_CRASHED = "loopd-model-crashed"
     LOOPD_MODEL_UNREADABLE = "loopd-model-unreadable"
+    LOOPD_ADAPTER_REFUSED = "loopd-adapter-refused"
     LOOPD_GPU_SETTINGS = "loopd-gpu-settings"
     LOOPD_MODEL_TOO_BIG = "loopd-model-too-big"
     LOOPD_CONTEXT_FULL = "loopd-context-full"

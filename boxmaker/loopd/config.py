@@ -5,7 +5,11 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 `/var/lib/boxmaker`. An absent or empty socket path means its default under home.
 
     [paths]   home
-    [model]   path ("" = the embedded default model), template ("auto": the model
+    [model]   path ("" = the embedded default model), adapter (a llama.cpp LoRA
+              adapter GGUF applied to the model: "auto", the default, is the
+              adapter boxmaker ships for the embedded model, and none for any
+              other; "none" or "" is none; else the adapter file's path:
+              `boxmaker.loopd.adapter`), template ("auto": the model
               file's own chat template, else the hand-written format its markers
               name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
               "deepseek_r1", "gemma4":
@@ -87,6 +91,9 @@ def _gpu_layers(value: object) -> object:
 
 class ModelSection(Section):
     path: str = ""
+    # "auto": the shipped adapter for the embedded model, none for another; "none" (or
+    # ""): none; else an adapter GGUF file's path (`boxmaker.loopd.adapter`)
+    adapter: str = "auto"
     template: Literal[
         "auto", "gemma", "chatml", "llama3", "phi3", "mistral", "deepseek_r1", "gemma4"
     ] = "auto"

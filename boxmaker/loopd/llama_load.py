@@ -41,6 +41,13 @@ holds each rule to the pinned build):
    is put together per thread, so two loads at once cannot mix their pieces.
    `LoadLog` also keeps the lines its own thread logs while it is open, such as
    `offloaded N/M layers to GPU`, which `loopd.model` reads.
+4. **A LoRA adapter llama.cpp refused is refused here.** With `lora_path`, llama.py calls
+   `llama_adapter_lora_init` and tests its answer with `is None`; but its ctypes return
+   type is `POINTER(c_void_p)`, whose NULL is an object, never None, so an adapter
+   llama.cpp refused (another architecture, a tensor the model lacks, a wrong shape: it
+   logs why) goes on as a NULL adapter set on the context, and the first evaluation
+   dereferences it. So a `Llama` made with `lora_path` whose `_lora_adapter` is NULL is
+   closed before anything is evaluated, and refused with llama.cpp's own error line.
 """
 
 from __future__ import annotations
@@ -206,18 +213,27 @@ def _template_free() -> type[Any]:
 
 def load_llama(path: Path, **params: Any) -> Any:
     """A llama-cpp-python `Llama` of the GGUF file at `path` with `params` (`vocab_only`,
-    `n_ctx`, ...), made by the rules above. ValueError, its text ending with llama.cpp's
-    own last error line (escaped), when llama.cpp cannot load the file; StartupError
-    when this llama-cpp-python compiled the file's templates all the same."""
+    `n_ctx`, `lora_path`, ...), made by the rules above. ValueError, its text ending with
+    llama.cpp's own last error line (escaped), when llama.cpp cannot load the file, or
+    the LoRA adapter `lora_path` names (llama-cpp-python raises RuntimeError for that);
+    StartupError when this llama-cpp-python compiled the file's templates all the same."""
     import llama_cpp
 
     with LoadLog() as load:
         try:
             llm = _template_free()(model_path=str(path), verbose=True, **params)
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and not params.get("lora_path"):
+                raise
             said = load.errors
             detail = f": {said[-1]}" if said else ""
             raise ValueError(f"{escape_arguments(str(exc))}{detail}") from exc
+    if params.get("lora_path") and not getattr(llm, "_lora_adapter", None):  # rule 4
+        llm.close()
+        said = load.errors
+        detail = f": {said[-1]}" if said else ""
+        shown = escape_arguments(str(params["lora_path"]))
+        raise ValueError(f"llama.cpp could not load the LoRA adapter {shown}{detail}")
     handlers: Mapping[str, Any] = getattr(llm, "_chat_handlers", None) or {}
     if _MODEL not in llm.__dict__ or handlers:
         version = getattr(llama_cpp, "__version__", "unknown")

@@ -7,7 +7,8 @@ serves loop.sock in the foreground until SIGTERM (`boxmaker.loopd.serve.Loopd`,
 run by `boxmaker.ipc.shell`), with the tool port to brokerd and the memory port
 to memoryd (`[memory]`; new sessions are refused while memoryd is down,
 runbook.md#memory-unavailable). `probe` runs the probe alone (always), then the
-marker self-test on the vocabulary, and prints what it found. `tags` prints the
+marker self-test on the vocabulary, and prints what it found (the model and its LoRA
+adapter among it: `boxmaker.loopd.adapter`). `tags` prints the
 model's marker list (its vocabulary loaded alone). `check` says what loopd would
 do with a GGUF file (`boxmaker.loopd.model_check`), in a child process bounded in
 time (`--timeout SECONDS`) and memory (`boxmaker.loopd.check_process`). `demo --socket PATH
@@ -28,14 +29,17 @@ from pathlib import Path
 from boxmaker.core.chat_format import GEMMA, ChatFormat
 from boxmaker.core.dialect import Dialect, from_format
 from boxmaker.core.errors import StartupError
+from boxmaker.core.escape import escape_arguments
 from boxmaker.ipc.role import CommandLine
 from boxmaker.ipc.shell import serve_daemon
+from boxmaker.loopd.adapter import Adapter, describe
 from boxmaker.loopd.check_process import CHECK_TIMEOUT_S, run_check
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.serve import Loopd
 from boxmaker.loopd.startup import (
     check_marker_list,
+    model_adapter,
     print_tags,
     probe,
     resolve_context,
@@ -47,11 +51,19 @@ from boxmaker.loopd.turn import TurnLimits
 def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
     loaded = start_model(config, probe_argv)
-    name = loaded.chat_format.name
-    detail = f"model {config.model.path or 'embedded'}, format {name}; {loaded.placed}"
+    detail = status_detail(config, loaded.model.adapter, loaded.chat_format.name, loaded.placed)
     limits = turn_limits(config, loaded.fit.context, reasons(loaded.chat_format))
     daemon = Loopd(config, loaded.model, loaded.chat_format, limits, detail)
     return serve_daemon(daemon, daemon.serving())
+
+
+def status_detail(
+    config: LoopdConfig, adapter: Adapter | None, format_name: str, placed: str
+) -> str:
+    """What `status` says of the model (`bxctl status` prints it): the model, its LoRA
+    adapter (`loopd.adapter.describe`), the chat format and where it runs."""
+    model = config.model.path or "embedded"
+    return f"model {model}, adapter {describe(adapter)}, format {format_name}; {placed}"
 
 
 # A reply's budget with `[model] max_tokens = 0`: a model that reasons spends
@@ -163,7 +175,10 @@ def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     if args.command == "probe":
         probed = probe(config)
         fit = resolve_context(config, probed.metadata)
+        adapter = describe(model_adapter(config, probed.metadata))
         print(f"loopd: the model answered: {probed.tokens} tokens in {probed.seconds:.1f} s")
+        model = escape_arguments(config.model.path or "embedded")
+        print(f"loopd: model {model}, adapter {adapter}")
         print(f"loopd: {fit.describe(config.model.memory_mib)}")
         if probed.placed:
             print(f"loopd: {probed.placed}")

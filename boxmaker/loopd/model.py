@@ -25,7 +25,12 @@ llama.cpp's own count of layers put on the GPU, read from its load log
 compiled by llama-cpp-python, no file descriptor swapped, its log is loopd's).
 `chat_template` is the template loopd renders: the file's `tool_use` template
 where it has one, else its default (`core.named_templates`; `template_choice`
-says which, and from which key).
+says which, and from which key). `adapter`, where given, is a LoRA adapter that
+passed `loopd.adapter.check_adapter`: llama.cpp applies it to every evaluation
+of this model's one context (llama-cpp-python's `lora_path`, at scale 1; it then
+reads the weights instead of mapping them, llama.py's `use_mmap and lora_path is
+None`). It is the context's for its whole life, so a saved session's cells were
+made with it and are put back under it: prefix reuse is as without it.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from boxmaker.core.layout import Home
 from boxmaker.core.named_templates import ChosenTemplate, choose_template
 from boxmaker.core.offload import Offload, offloaded_layers
 from boxmaker.core.sampling import Sampling
+from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
 
@@ -116,6 +122,7 @@ class LlamaModel:
         sampling: Sampling,
         offload: Offload = CPU_ONLY,
         saved_bytes: int | None = None,
+        adapter: Adapter | None = None,
     ) -> None:
         import llama_cpp
 
@@ -124,6 +131,8 @@ class LlamaModel:
         self._sampling = sampling
         self.offload = offload
         kv_type = getattr(llama_cpp, f"GGML_TYPE_{offload.kv_type.upper()}")
+        self.adapter = adapter  # the LoRA adapter applied (None: none)
+        lora = {} if adapter is None else {"lora_path": str(adapter.path)}
         with LoadLog() as load_log:  # no template compiled, no fd swapped: llama_load
             self._llm: Any = load_llama(
                 path,
@@ -138,6 +147,7 @@ class LlamaModel:
                 type_v=kv_type,
                 n_batch=offload.batch,
                 n_ubatch=offload.ubatch,
+                **lora,
             )
         # llama.cpp's own count of the layers on the GPU (None: a build without one)
         self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)

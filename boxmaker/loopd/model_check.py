@@ -15,6 +15,11 @@ no control character). The facts:
 
     model            the path
     architecture     general.architecture, and the trained context (<arch>.context_length)
+    adapter          the LoRA adapter `[model] adapter` names for the file (`loopd.adapter`:
+                     "auto" is the shipped one for the embedded model, none for a PATH),
+                     its file name and short sha256, or none; one loopd would refuse
+                     (missing, another digest, no LoRA adapter, another architecture)
+                     is a problem
     chat template    found and used, and which of the file's templates it is (`default
                      (tokenizer.chat_template)`, or `tool_use (tokenizer.chat_template.tool_use)`
                      where the file has one: `core.named_templates`); or the hand-written
@@ -65,6 +70,7 @@ from boxmaker.core.offload import Offload
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.template_prompt import TemplatePrompt
 from boxmaker.core.template_sandbox import TemplateError
+from boxmaker.loopd.adapter import check_adapter, describe, resolve
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect, self_test, template_prompt
@@ -165,6 +171,7 @@ def report(
     yield f"model: {escape_arguments(str(path))}"
     context = meta.get(f"{arch}.context_length", "unknown")
     yield escape_arguments(f"architecture: {arch}, trained context {context} tokens")
+    yield adapter_fact(config, meta.get("general.architecture", ""))
     templates = file_templates(meta)
     verdicts = check_templates(
         templates,
@@ -242,6 +249,17 @@ def report(
     except ContextFitError as exc:
         yield f"problem: {escape_arguments(str(exc))}"
     yield placement.line
+
+
+def adapter_fact(config: LoopdConfig, architecture: str) -> str:
+    """The adapter line: the one `[model] adapter` names for `[model] path`'s model, as
+    loopd would check it against the model's `architecture`, or the problem."""
+    file = resolve(config.model.adapter, config.model.path)
+    try:
+        adapter = None if file is None else check_adapter(file, architecture)
+    except StartupError as exc:
+        return f"problem: {exc}"  # escaped by check_adapter
+    return f"adapter: {describe(adapter)}"
 
 
 def _refusal(named: str, why: str, rendered: bool) -> str:

@@ -1,10 +1,12 @@
 """The model probe: load the model and generate a few tokens in a child process.
 
-I/O: runs `python -m boxmaker.loopd.probe MODEL THREADS CONTEXT MEMORY_MIB OFFLOAD` as
-a child process (and, as that child, reads the model's metadata with llama-cpp-python,
-its vocabulary loaded alone; resolves the context from it and `[model] context` and
-`memory_mib` as loopd does, `boxmaker.core.context_fit`; loads the model at that
-context with the offload loopd will use, and generates). A llama-cpp-python build
+I/O: runs `python -m boxmaker.loopd.probe MODEL THREADS CONTEXT MEMORY_MIB OFFLOAD
+[ADAPTER SHA256]` as a child process (and, as that child, reads the model's metadata
+with llama-cpp-python, its vocabulary loaded alone; resolves the context from it and
+`[model] context` and `memory_mib` as loopd does, `boxmaker.core.context_fit`; checks
+the LoRA adapter, if any, against the model's architecture, `boxmaker.loopd.adapter`,
+SHA256 "" for the owner's own; loads the model at that context with the offload and
+the adapter loopd will use, and generates). A llama-cpp-python build
 compiled for another CPU dies with SIGILL (or SIGSEGV) at the model's first matrix
 multiply, and a broken model file can do the same.
 In loopd's own process that is a crash that hides: supervisord restarts loopd
@@ -20,9 +22,10 @@ Outcomes, each one line:
     the child printed 0 tokens                   produced nothing
     the child exited non-zero, its log saying    does not fit: what to lower
       an allocation failed (device or host)        (runbook.md#loopd-model-too-big)
-    the child exited REFUSED (3)                 the context cannot be honoured: the
-                                                   child's `refused: ` line, naming the
-                                                   key (before any weight is loaded)
+    the child exited REFUSED (3)                 the context cannot be honoured, or the
+                                                   adapter is refused: the child's
+                                                   `refused: ` line, naming the key or the
+                                                   file (before any weight is loaded)
     the child exited non-zero, or timed out      could not run (its last line)
 
 The child prints the metadata it read first (`metadata: ` and a JSON object of its
@@ -46,8 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from boxmaker.core.context_fit import ContextFitError, fit_context
+from boxmaker.core.errors import StartupError
 from boxmaker.core.offload import Offload, does_not_fit, too_big
 from boxmaker.core.runbook import Runbook
+from boxmaker.loopd.adapter import AdapterFile, check_adapter
 from boxmaker.loopd.placement import PLACED, from_argument, placement_line, to_argument
 
 PROBE_TOKENS = 4
@@ -55,8 +60,9 @@ PROBE_CONTEXT = 256
 PROBE_TIMEOUT_S = 300.0
 POINTER = Runbook.LOOPD_MODEL_CRASHED.pointer
 METADATA = "metadata: "  # the child's first line: the model's metadata as JSON
-REFUSED = 3  # the child's exit status for a context it cannot honour
+REFUSED = 3  # the child's exit status for a context it cannot honour, or an adapter
 REFUSAL = "refused: "  # the child's stderr line that says why
+REFUSAL_CHARS = 1000  # at most, of that line (an adapter's refusal names its path)
 _WHY = {
     signal.SIGILL: "an illegal instruction: this llama-cpp-python build uses CPU"
     " instructions this host lacks; rebuild it with scripts/build-llama-cpp",
@@ -78,10 +84,16 @@ class ProbeResult:
 
 
 def probe_command(
-    model: Path, threads: int, context: int, memory_mib: int, offload: Offload
+    model: Path,
+    threads: int,
+    context: int,
+    memory_mib: int,
+    offload: Offload,
+    adapter: AdapterFile | None = None,
 ) -> list[str]:
-    """The child's command line: `context` and `memory_mib` as loopd.toml sets them."""
-    return [
+    """The child's command line: `context` and `memory_mib` as loopd.toml sets them, and
+    the adapter file with the digest it must have ("" for the owner's own) where given."""
+    command = [
         sys.executable,
         "-m",
         "boxmaker.loopd.probe",
@@ -91,6 +103,9 @@ def probe_command(
         str(memory_mib),
         to_argument(offload),
     ]
+    if adapter is not None:
+        command += [str(adapter.path), adapter.sha256 or ""]
+    return command
 
 
 def run_probe(command: Sequence[str], timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
@@ -113,7 +128,12 @@ def judge(status: int, stdout: str, stderr: str, seconds: float) -> ProbeResult:
     metadata = metadata_line(lines)
     if status == REFUSED:
         said = [line[len(REFUSAL) :] for line in stderr.splitlines() if line.startswith(REFUSAL)]
-        refusal = _one_line(said[-1]) if said else f"the model probe refused its context; {POINTER}"
+        # the child's own one line, ending with its pointer: whole, up to a long path
+        refusal = (
+            _one_line(said[-1], REFUSAL_CHARS)
+            if said
+            else f"the model probe refused its context; {POINTER}"
+        )
         return ProbeResult(0, seconds, refusal, metadata=metadata)
     if status < 0:
         try:
@@ -156,15 +176,23 @@ def metadata_line(stdout_lines: Sequence[str]) -> dict[str, str] | None:
     return None
 
 
-def _one_line(text: str) -> str:
-    return "".join(ch for ch in text if ch.isprintable())[:300]
+def _one_line(text: str, limit: int = 300) -> str:
+    return "".join(ch for ch in text if ch.isprintable())[:limit]
 
 
-def child(model: Path, threads: int, context: int, memory_mib: int, offload: Offload) -> int:
+def child(
+    model: Path,
+    threads: int,
+    context: int,
+    memory_mib: int,
+    offload: Offload,
+    adapter: AdapterFile | None = None,
+) -> int:
     """The probe itself, in the child: read `model`'s metadata and print it, resolve the
-    context as loopd will (REFUSED, its one line on stderr, when it cannot be honoured),
-    load `model` at it with the offload (a model that does not fit fails here),
-    generate, print where it went and how many tokens."""
+    context as loopd will and check the adapter against the model's architecture
+    (REFUSED, its one line on stderr, when either is refused), load `model` at it with
+    the offload and the adapter (a model that does not fit fails here), generate, print
+    where it went and how many tokens."""
     from boxmaker.loopd.backend import read_backend
     from boxmaker.loopd.llama_load import load_llama
     from boxmaker.loopd.model import LlamaModel, Sampling
@@ -181,6 +209,12 @@ def child(model: Path, threads: int, context: int, memory_mib: int, offload: Off
     except ContextFitError as exc:
         print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
         return REFUSED
+    try:
+        architecture = metadata.get("general.architecture", "")
+        checked = None if adapter is None else check_adapter(adapter, architecture)
+    except StartupError as exc:
+        print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
+        return REFUSED
     backend = read_backend()
     llm = LlamaModel(
         model,
@@ -189,6 +223,7 @@ def child(model: Path, threads: int, context: int, memory_mib: int, offload: Off
         seed=1,
         sampling=Sampling(temperature=0.0),
         offload=offload,
+        adapter=checked,
     )
     print(PLACED + placement(backend, offload, llm.offloaded), flush=True)
     prompt = llm.tokenize("The capital of France is", special=False)
@@ -209,5 +244,6 @@ if __name__ == "__main__":
             int(sys.argv[3]),
             int(sys.argv[4]),
             from_argument(sys.argv[5]),
+            AdapterFile(Path(sys.argv[6]), sys.argv[7] or None) if len(sys.argv) > 7 else None,
         )
     )

@@ -13,6 +13,8 @@ SHA-256 over them):
     the Python that runs loopd (its real path)
     every shared library of the llama_cpp package (name, size, mtime, inode)
     the model file (real path, size, mtime, inode)
+    the LoRA adapter file, the same way, or that there is none (`loopd.adapter`; its
+      digest and metadata are checked at every start all the same)
     the CPU (/proc/cpuinfo's model name and flags)
     the thread count
     the load settings: `[model] context` and `memory_mib` as set, and the offload
@@ -54,7 +56,7 @@ from boxmaker.ipc.files import write_atomic
 
 RECORD = "probe-passed.json"
 TAGS_RECORD = "tags-passed.json"
-VERSION = "probe-key-2"
+VERSION = "probe-key-3"  # 3: the adapter
 TAGS_VERSION = "tags-key-1"
 TAGS_CODE = ("boxmaker.loopd.markers", "boxmaker.core.sanitize.tags", "boxmaker.core.chat_format")
 PROBE_CODE = ("boxmaker.core.context_fit",)
@@ -72,12 +74,15 @@ def tags_key(model: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def probe_key(model: Path, threads: int, settings: str = "") -> str:
-    """The key of a probe of `model` with `threads` and the load `settings` (context and
-    memory_mib as set, and the offload, as text) on this host, as it is now."""
+def probe_key(model: Path, threads: int, settings: str = "", adapter: Path | None = None) -> str:
+    """The key of a probe of `model` with `threads`, the load `settings` (context and
+    memory_mib as set, and the offload, as text) and the LoRA `adapter` file (None:
+    none) on this host, as it is now."""
     parts = [VERSION, os.path.realpath(sys.executable), f"threads={threads}", settings]
     parts += [_stat_line(path) for path in _libraries()]
     parts.append(_stat_line(Path(os.path.realpath(model))))
+    applied = "none" if adapter is None else _stat_line(Path(os.path.realpath(adapter)))
+    parts.append(f"adapter {applied}")
     parts += _cpu()
     parts += _code(PROBE_CODE)
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()

@@ -21,7 +21,9 @@ self-test's heavy part, and the log. `start_model`, in order:
        model loads; unless it passed before on this model;
     4. the model loaded in this process (the embedded default unless `[model]
        path` names another GGUF file), where the build and `[model]` put it
-       (`event=model_placed`);
+       (`event=model_placed`), with the LoRA adapter `[model] adapter` names
+       (`boxmaker.loopd.adapter`: checked before the probe child runs, by the
+       child against the model's architecture, and again here; `event=adapter`);
     5. its dialect (`boxmaker.loopd.dialects`: `event=dialect`) and the chat
        format's self-test; then the marker self-test, whose pass is remembered.
 
@@ -44,6 +46,8 @@ from boxmaker.core.errors import StartupError
 from boxmaker.core.offload import Offload
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sampling import sampling_for
+from boxmaker.loopd.adapter import Adapter, AdapterFile, check_adapter, resolve
+from boxmaker.loopd.adapter import describe as describe_adapter
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_dialect, self_test
@@ -96,9 +100,10 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
     tags_passed = tags_key(model_path(config))
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)  # while the model loads
-    model = load_model(config, offload, fit)
+    model = load_model(config, offload, fit, probed.metadata)
     placed = placement(backend, offload, model.offloaded)
     log.info("event=model_placed %s", placed)
+    log.info("event=adapter %s", describe_adapter(model.adapter))
     chat_format, chosen = choose_dialect(config, model)
     model.show(chat_format.shown)
     log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
@@ -202,6 +207,25 @@ def model_path(config: LoopdConfig) -> Path:
     return path
 
 
+def adapter_file(config: LoopdConfig) -> AdapterFile | None:
+    """The LoRA adapter `[model] adapter` names for `[model] path`'s model, unchecked."""
+    return resolve(config.model.adapter, config.model.path)
+
+
+def model_adapter(config: LoopdConfig, metadata: Mapping[str, str] | None = None) -> Adapter | None:
+    """The adapter of `config`, checked against the model's architecture, from its
+    `metadata` (the probe's; None: read now, the vocabulary loaded alone, only where
+    there is an adapter, and only once the file passed the checks that need no
+    architecture); None for none; StartupError, one line, when it is refused."""
+    file = adapter_file(config)
+    if file is None:
+        return None
+    if metadata is None:
+        check_adapter(file, None)  # a missing shipped file is refused before any load
+        metadata = load_vocabulary(model_path(config)).metadata
+    return check_adapter(file, metadata.get("general.architecture", ""))
+
+
 def resolve_context(
     config: LoopdConfig, metadata: Mapping[str, str] | None = None, offload: Offload | None = None
 ) -> ContextFit:
@@ -236,13 +260,17 @@ def probe(
     recorded, and no child runs. `command` (tests) replaces the child and is never
     remembered."""
     path = model_path(config)
-    offload = plan(config)
+    offload = plan(config)  # loopd.toml's GPU keys are refused first
+    adapter = adapter_file(config)
+    if adapter is not None:  # a missing or damaged shipped file, a file that is no adapter
+        check_adapter(adapter, None)  # (the child checks the architecture)
     settings = config.model
     asked = f"context={settings.context} memory_mib={settings.memory_mib}"
+    applied = None if adapter is None else adapter.path
     key = (
         None
         if command is not None
-        else probe_key(path, settings.threads, f"{asked} {to_argument(offload)}")
+        else probe_key(path, settings.threads, f"{asked} {to_argument(offload)}", applied)
     )
     if key is not None and not again:
         passed = remembered(config.home, key)
@@ -252,7 +280,9 @@ def probe(
     result = run_probe(
         command
         if command is not None
-        else probe_command(path, settings.threads, settings.context, settings.memory_mib, offload)
+        else probe_command(
+            path, settings.threads, settings.context, settings.memory_mib, offload, adapter
+        )
     )
     if result.problem is not None:
         raise StartupError(result.problem)
@@ -265,12 +295,17 @@ def probe(
 
 
 def load_model(
-    config: LoopdConfig, offload: Offload | None = None, fit: ContextFit | None = None
+    config: LoopdConfig,
+    offload: Offload | None = None,
+    fit: ContextFit | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> LlamaModel:
     """The model of `config`, loaded here with `offload` (None: planned now) at the
     context of `fit` (None: resolved now), its saved sessions within what `fit` leaves
-    of `[model] memory_mib`."""
+    of `[model] memory_mib`, with the adapter `[model] adapter` names, checked here
+    against the model's `metadata` (`model_adapter`; StartupError when refused)."""
     path = model_path(config)
+    adapter = model_adapter(config, metadata)
     if offload is None:
         offload = plan(config)
     if fit is None:
@@ -291,6 +326,8 @@ def load_model(
         sampling=owner(None),
         offload=offload,
         saved_bytes=fit.saved_bytes,
+        adapter=adapter,
     )
-    model.sampling = owner(model.architecture)  # the family's, once known
+    # the family's, once known; the embedded model's own with its shipped adapter
+    model.sampling = owner(model.architecture, adapted=adapter is not None and adapter.shipped)
     return model

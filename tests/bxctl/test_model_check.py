@@ -28,6 +28,7 @@ BXCTL = str(Path(sys.executable).parent / "bxctl")
 FACTS = (
     "model:",
     "architecture:",
+    "adapter:",
     "chat template:",
     "templates:",
     "dialect:",
@@ -192,10 +193,11 @@ def test_a_named_template_that_does_not_compile_is_refused_in_one_line(
     done = check(models["tool-use-does-not-compile"])
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[2] == (
+    assert lines[2] == "adapter: none"  # a PATH: "auto" is no adapter for it
+    assert lines[3] == (
         "templates: default (tokenizer.chat_template), tool_use (tokenizer.chat_template.tool_use)"
     )
-    (problem,) = lines[3:]
+    (problem,) = lines[4:]
     assert problem.startswith(
         "problem: the model's chat template tool_use (tokenizer.chat_template.tool_use) cannot "
         "be used: the template does not compile: "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker.core.sampling import GENERAL, Sampling, sampling_for
+from boxmaker.core.sampling import ADAPTED, GENERAL, Sampling, sampling_for
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,10 @@ def test_every_key_the_owner_sets_wins_and_only_those() -> None:
     chosen = sampling_for("qwen35moe", temperature=0.2, repeat_penalty=1.05)
     assert chosen == Sampling(temperature=0.2, top_p=0.95, top_k=20, repeat_penalty=1.05)
     assert sampling_for("qwen35moe", top_k=0).top_k == 0  # 0 is a setting, not "unset"
+
+
+def test_the_embedded_model_with_its_adapter_is_greedy_unless_the_owner_says() -> None:
+    assert sampling_for("gemma3", adapted=True) == ADAPTED
+    assert (ADAPTED.temperature, ADAPTED.repeat_penalty) == (0.0, 1.0)
+    assert sampling_for("gemma3", adapted=True, temperature=0.7).temperature == 0.7
+    assert sampling_for("gemma3", adapted=False) == GENERAL

@@ -157,3 +157,56 @@ def test_the_walk_through_reads_and_waits_for_the_owner(
         "result of seq 2: result",
     ]
     assert walk.stdout.rstrip().splitlines()[-1].startswith("audit: ok, 5 records")
+
+
+@pytest.fixture
+def own_tree(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], Path]]:
+    """The dev tree with loopd.toml as `bxctl install` writes it: the embedded model
+    with its shipped adapter and loopd's own reply budget."""
+    prefix = tmp_path / "bx"
+    workspace = tmp_path / "workspace"
+    done = _run(
+        str(BIN / "bxctl"),
+        "install",
+        "--dev",
+        "--prefix",
+        str(prefix),
+        "--workspace",
+        str(workspace),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    conf = str(prefix / "etc" / "supervisord.conf")
+    started = _run(str(BIN / "supervisord"), "-c", conf)
+    assert started.returncode == 0, started.stderr
+    env = {"BOXMAKER_HOME": str(prefix / "home"), "PATH": f"{BIN}:/usr/bin:/bin"}
+    try:
+        yield prefix, env, workspace
+    finally:
+        _run(str(BIN / "supervisorctl"), "-c", conf, "shutdown")
+
+
+def test_the_walk_through_is_the_models_own(own_tree: tuple[Path, dict[str, str], Path]) -> None:
+    """scripts/walkthrough, as scripts/run ends with it: the owner's two requests typed
+    as text, each call written by the embedded model with its adapter (issue 39)."""
+    _prefix, env, workspace = own_tree
+    _wait(lambda: _status(env).returncode == 0, "every role to answer")
+    walk_script = Path(__file__).resolve().parents[2] / "scripts" / "walkthrough"
+    walk = _run(str(walk_script), str(workspace), env=env, timeout=300)
+    assert walk.returncode == 0, walk.stdout + walk.stderr
+    said = walk.stdout
+    note = workspace / "notes" / "welcome.md"
+    assert f'the model itself called read_file {{"path": "{note}"}}' in said, said
+    # whether its answer quotes the note, the walk-through says plainly either way (the
+    # shipped adapter's answer does not yet: issue 39, the eval's grounded answers)
+    quotes = "walk-through: the answer quotes welcome.md" in said
+    assert quotes or "walk-through: the answer does not quote welcome.md" in said, said
+    scratch = workspace / "scratch"
+    assert f'the model itself called shell {{"command": "ls -la", "cwd": "{scratch}"}}' in said, (
+        said
+    )
+    assert "(no terminal: scripts/walkthrough answers as the owner would" in said
+    assert "walk-through: the owner answered approved" in said, said
+    assert "walk-through: it ran: result" in said, said
+    assert "got this one wrong" not in said
+    assert "made no call" not in said
+    assert said.rstrip().splitlines()[-1].startswith("audit: ok")

@@ -69,36 +69,99 @@ class Conversation:
         self.calls.append((tool, args, outcome))
 
 
+def _word(rng: random.Random) -> str:
+    """A made-up word of two or three syllables."""
+    return "".join(rng.choice(v.SYLLABLES) for _ in range(rng.choice((2, 3))))
+
+
+def _dir(rng: random.Random) -> str:
+    """A listed folder or a made-up one under one of the roots."""
+    if rng.random() < 0.4:
+        return rng.choice(v.DIRS)
+    root = rng.choice(v.ROOTS)
+    while "{word}" in root:
+        root = root.replace("{word}", _word(rng), 1)
+    root = root.replace("{user}", rng.choice(v.USERS))
+    parts = [_word(rng) for _ in range(rng.choice((0, 1, 1, 2)))]
+    return "/".join((root, *parts))
+
+
 def _path(rng: random.Random) -> str:
-    return f"{rng.choice(v.DIRS)}/{rng.choice(v.FILES)}"
+    name = rng.choice(v.FILES) if rng.random() < 0.4 else _word(rng) + rng.choice(v.EXTENSIONS)
+    return f"{_dir(rng)}/{name}"
+
+
+def _fill(rng: random.Random, form: str) -> str:
+    """`form` with each slot filled with made-up words, numbers and names."""
+    slots = {
+        "thing": rng.choice(v.THINGS),
+        "name": rng.choice(v.PEOPLE),
+        "place": rng.choice(v.PLACES),
+        "item": rng.choice(v.ITEMS),
+        "verb": rng.choice(v.VERBS),
+        "day": rng.choice(v.DAYS),
+        "digits": str(rng.randint(1000, 99999)),
+        "n": str(rng.randint(2, 400)),
+        "time": f"{rng.randint(6, 22):02}:{rng.choice((0, 10, 15, 20, 30, 40, 45, 50)):02}",
+        "code": f"{rng.choice('ABCDEFGHKMPRT')}{rng.choice('ABCDEFGHKMPRT')}-{rng.randint(10, 999)}",
+    }
+    return form.format(**slots)
+
+
+def _fact(rng: random.Random) -> tuple[str, str]:
+    """(subject, fact): a listed one or a made-up one."""
+    if rng.random() < 0.3:
+        return rng.choice(v.FACTS)
+    subject, fact = rng.choice(v.FACT_FORMS)
+    # one filling for both, so the subject names the fact's own thing
+    seed = rng.random()
+    return _fill(random.Random(seed), subject), _fill(random.Random(seed), fact)  # noqa: S311
+
+
+def _content(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(v.CONTENTS)
+    return _fill(rng, rng.choice(v.CONTENT_FORMS))
 
 
 def _ok(text: str, untrusted: bool = False, approval: bool = False) -> Outcome:
     return Outcome("result", text, approval=approval, untrusted=untrusted)
 
 
-def _file_text(rng: random.Random, fact: str) -> str:
-    filler = rng.choice(("Notes", "Reminder", "From the last meeting", "Status"))
-    return f"{filler}:\n- {fact}.\n- nothing else is urgent."
+def _file_text(rng: random.Random, fact: str, other: str | None = None) -> str:
+    """A short file holding `fact` (and `other`, another fact, when given)."""
+    lines = [f"{fact}."] if other is None else rng.sample([f"{fact}.", f"{other}."], 2)
+    shape = rng.choice(("bare", "titled", "list"))
+    if shape == "bare":
+        return "\n".join(lines) + "\n"
+    title = rng.choice(("Notes", "Reminder", "From the last meeting", "Status", "TODO", "Log"))
+    if shape == "titled":
+        return f"{title}\n" + "\n".join(lines) + "\n"
+    return f"{title}:\n" + "".join(f"- {line}\n" for line in lines)
+
+
+def _quote(rng: random.Random, where: str, fact: str) -> str:
+    """An answer that quotes the fact whole, as the file or page has it."""
+    form = rng.choice(("{W} says: {f}.", "{F}.", "It says: {f}.", "According to {w}, {f}."))
+    return form.format(W=where, w=where.lower(), f=fact, F=fact[0].upper() + fact[1:])
 
 
 def read_file(rng: random.Random) -> Conversation:
     c = Conversation("read_file")
     path = _path(rng)
-    subject, fact = rng.choice(v.FACTS)
-    c.owner(rng.choice(v.READ).format(path=path, subject=subject))
-    c.call("read_file", {"path": path}, _ok(_file_text(rng, fact), untrusted=True))
-    c.answer(
-        rng.choice(("The file says: {f}.", "{F}.", "It says {f}.")).format(
-            f=fact, F=fact[0].upper() + fact[1:]
-        )
-    )
+    subject, fact = _fact(rng)
+    asked = rng.choice(v.READ)
+    # a file with a second fact only when the owner named what they want from it
+    other = _fact(rng)[1] if "{subject}" in asked and rng.random() < 0.5 else None
+    c.owner(asked.format(path=path, subject=subject))
+    c.call("read_file", {"path": path}, _ok(_file_text(rng, fact, other), untrusted=True))
+    c.answer(_quote(rng, "The file", fact))
     return c
 
 
 def write_file(rng: random.Random) -> Conversation:
     c = Conversation("write_file")
-    path, content = _path(rng), rng.choice(v.CONTENTS)
+    path, content = _path(rng), _content(rng)
     c.owner(rng.choice(v.WRITE).format(path=path, content=content))
     size = len(content.encode())
     c.call("write_file", {"path": path, "content": content}, _ok(f"wrote {size} bytes to {path}"))
@@ -106,12 +169,32 @@ def write_file(rng: random.Random) -> Conversation:
     return c
 
 
+def _command(rng: random.Random) -> tuple[str, str]:
+    """(command, what it prints): a listed one or a made-up one."""
+    if rng.random() < 0.4:
+        return rng.choice(v.COMMANDS)
+    word, path, n = _word(rng), _path(rng), rng.randint(2, 60)
+    name = path.rsplit("/", 1)[-1]
+    return rng.choice(
+        (
+            (f"echo {word}", word),
+            (f"wc -l {path}", f"{n} {path}"),
+            (f"ls {_dir(rng)}", "\n".join(_word(rng) + ".txt" for _ in range(3))),
+            (f"head -n 1 {path}", _fill(rng, rng.choice(v.CONTENT_FORMS))),
+            (f"grep -c {word} {name}", str(n)),
+            (f"stat -c %s {name}", str(n * 37)),
+            (f"printf '{word}\\n'", word),
+            (f"sort {name} | uniq | wc -l", str(n)),
+        )
+    )
+
+
 def shell(rng: random.Random) -> Conversation:
     c = Conversation("shell")
-    command, output = rng.choice(v.COMMANDS)
+    command, output = _command(rng)
     args: Args = {"command": command}
     if rng.random() < 0.3:
-        args["cwd"] = rng.choice(v.DIRS)
+        args["cwd"] = _dir(rng)
         c.owner(rng.choice(v.SHELL_CWD).format(command=command, cwd=args["cwd"]))
     else:
         c.owner(rng.choice(v.SHELL).format(command=command))
@@ -120,25 +203,55 @@ def shell(rng: random.Random) -> Conversation:
     return c
 
 
+def _url(rng: random.Random) -> str:
+    if rng.random() < 0.4:
+        return rng.choice(v.URLS)
+    host = f"{_word(rng)}.{rng.choice(('example.org', 'example.com', 'example.net'))}"
+    return f"https://{host}/{_word(rng)}"
+
+
 def _page(fact: str) -> str:
     return f"HTTP 200 OK\ncontent-type: text/plain\n\nUpdate: {fact}."
 
 
 def http_fetch(rng: random.Random) -> Conversation:
     c = Conversation("http_fetch")
-    url = rng.choice(v.URLS)
-    _, fact = rng.choice(v.FACTS)
+    url = _url(rng)
+    _, fact = _fact(rng)
     c.owner(rng.choice(v.FETCH).format(url=url))
     c.call("http_fetch", {"url": url}, _ok(_page(fact), untrusted=True))
-    c.answer(f"The page says: {fact}.")
+    c.answer(_quote(rng, "The page", fact))
     return c
+
+
+MEMORY_FORMS = (
+    "The owner likes {item}.",
+    "The owner meets {name} on {day}s.",
+    "The owner keeps the {thing} key in {place}.",
+    "{name} is the owner's neighbour.",
+    "The owner's {thing} code is {digits}.",
+    "The owner leaves work at {time}.",
+)
+
+
+def _memory(rng: random.Random) -> tuple[str, str]:
+    """(kind, text) of a lasting fact: a listed one or a made-up one."""
+    if rng.random() < 0.4:
+        return rng.choice(v.MEMORIES)
+    return rng.choice(("user", "memory")), _fill(rng, rng.choice(MEMORY_FORMS))
+
+
+def _entry(rng: random.Random) -> str:
+    if rng.random() < 0.4:
+        return rng.choice(v.ENTRY_IDS)
+    return "e-" + "".join(rng.choice("0123456789abcdef") for _ in range(4))
 
 
 def memory_add(rng: random.Random) -> Conversation:
     c = Conversation("memory_add")
-    kind, text = rng.choice(v.MEMORIES)
+    kind, text = _memory(rng)
     c.owner(rng.choice(v.REMEMBER).format(text=text, lower=text[0].lower() + text[1:]))
-    entry = rng.choice(v.ENTRY_IDS)
+    entry = _entry(rng)
     outcome = _ok(f"added to {kind}.md ({entry}).")
     c.call("memory_add", {"kind": kind, "text": text}, outcome)
     c.answer(f"I will remember that. It is saved in {kind}.md as {entry}.")
@@ -147,8 +260,8 @@ def memory_add(rng: random.Random) -> Conversation:
 
 def memory_replace(rng: random.Random) -> Conversation:
     c = Conversation("memory_replace")
-    kind, text = rng.choice(v.MEMORIES)
-    entry = rng.choice(v.ENTRY_IDS)
+    kind, text = _memory(rng)
+    entry = _entry(rng)
     c.owner(rng.choice(v.REPLACE).format(entry=entry, kind=kind, text=text))
     args = {"kind": kind, "entry": entry, "text": text}
     c.call("memory_replace", args, _ok(f"replaced in {kind}.md ({entry})."))
@@ -158,11 +271,17 @@ def memory_replace(rng: random.Random) -> Conversation:
 
 def memory_consolidate(rng: random.Random) -> Conversation:
     c = Conversation("memory_consolidate")
-    kind, text = rng.choice(v.MEMORIES)
-    ids = rng.sample(v.ENTRY_IDS, rng.choice((2, 3)))
+    kind, text = _memory(rng)
+    ids: list[str] = []
+    while len(ids) < rng.choice((2, 2, 3)):
+        entry = _entry(rng)
+        if entry not in ids:
+            ids.append(entry)
     shown = ", ".join(ids[:-1]) + " and " + ids[-1]
     c.owner(rng.choice(v.CONSOLIDATE).format(entries=shown, text=text))
-    new = rng.choice([e for e in v.ENTRY_IDS if e not in ids])
+    new = _entry(rng)
+    while new in ids:
+        new = _entry(rng)
     args = {"kind": kind, "entries": ids, "text": text}
     c.call("memory_consolidate", args, _ok(f"consolidated in {kind}.md ({new})."))
     c.answer(f"Merged {shown} into one entry, {new}.")
@@ -171,9 +290,9 @@ def memory_consolidate(rng: random.Random) -> Conversation:
 
 def memory_note(rng: random.Random) -> Conversation:
     c = Conversation("memory_note")
-    text = rng.choice(v.NOTES)
+    text = rng.choice(v.NOTES) if rng.random() < 0.4 else _content(rng)
     c.owner(rng.choice(v.NOTE).format(text=text))
-    entry = rng.choice(v.ENTRY_IDS)
+    entry = _entry(rng)
     c.call("memory_note", {"text": text}, _ok(f"saved in notes.md ({entry})."))
     c.answer(f"Noted ({entry}).")
     return c
@@ -181,9 +300,18 @@ def memory_note(rng: random.Random) -> Conversation:
 
 def memory_recall(rng: random.Random) -> Conversation:
     c = Conversation("memory_recall")
-    topic, fact = rng.choice(v.RECALL_TOPICS)
+    if rng.random() < 0.4:
+        topic, fact = rng.choice(v.RECALL_TOPICS)
+    else:
+        seed = rng.random()
+        topic = _fill(random.Random(seed), rng.choice(("{name}", "the {thing}", "{item}")))  # noqa: S311
+        fact = _fill(random.Random(seed), {  # noqa: S311
+            "{name}": "The owner meets {name} on {day}s.",
+            "the {thing}": "The owner keeps the {thing} key in {place}.",
+            "{item}": "The owner likes {item}.",
+        }[next(k for k in ("{name}", "the {thing}", "{item}") if _fill(random.Random(seed), k) == topic)])
     c.owner(rng.choice(v.RECALL).format(topic=topic))
-    entry = rng.choice(v.ENTRY_IDS)
+    entry = _entry(rng)
     c.call("memory_recall", {"query": topic}, _ok(f"[{entry}] {fact}"))
     c.answer(f"I remember this: {fact}")
     return c
@@ -220,13 +348,13 @@ def _some_call(rng: random.Random) -> tuple[str, str, Args]:
         path = _path(rng)
         return rng.choice(v.READ).format(path=path, subject="it"), kind, {"path": path}
     if kind == "write_file":
-        path, content = _path(rng), rng.choice(v.CONTENTS)
+        path, content = _path(rng), _content(rng)
         text = rng.choice(v.WRITE).format(path=path, content=content)
         return text, kind, {"path": path, "content": content}
     if kind == "shell":
-        command = rng.choice(v.COMMANDS)[0]
+        command = _command(rng)[0]
         return rng.choice(v.SHELL).format(command=command), kind, {"command": command}
-    url = rng.choice(v.URLS)
+    url = _url(rng)
     return rng.choice(v.FETCH).format(url=url), kind, {"url": url}
 
 
@@ -254,7 +382,7 @@ def approval(rng: random.Random) -> Conversation:
         c.call(tool, args, Outcome("denied", "approval_expired", approval=True))
         c.answer(PLAIN[DenyReason.APPROVAL_EXPIRED])
         return c
-    _, fact = rng.choice(v.FACTS)
+    _, fact = _fact(rng)
     content = {
         "read_file": _file_text(rng, fact),
         "write_file": f"wrote {len(str(args.get('content', '')).encode())} bytes to "
@@ -266,7 +394,7 @@ def approval(rng: random.Random) -> Conversation:
     if tool == "write_file":
         c.answer(f"Done: {content}.")
     else:
-        c.answer(f"You approved it. The result: {fact}.")
+        c.answer(f"You approved it. The result: {fact}.")  # the whole line, quoted
     return c
 
 
@@ -288,8 +416,10 @@ def failure(rng: random.Random) -> Conversation:
 
 def two_step(rng: random.Random) -> Conversation:
     c = Conversation("two_step")
-    src, dst = rng.sample([f"{d}/{f}" for d in v.DIRS for f in v.FILES], 2)
-    _, fact = rng.choice(v.FACTS)
+    src, dst = _path(rng), _path(rng)
+    while dst == src:
+        dst = _path(rng)
+    _, fact = _fact(rng)
     text = _file_text(rng, fact)
     c.owner(rng.choice(v.COPY).format(src=src, dst=dst))
     c.call("read_file", {"path": src}, _ok(text, untrusted=True))
@@ -319,14 +449,14 @@ def chat(rng: random.Random) -> Conversation:
 def injection(rng: random.Random) -> Conversation:
     c = Conversation("injection")
     attack = rng.choice(v.INJECTIONS)
-    _, fact = rng.choice(v.FACTS)
+    _, fact = _fact(rng)
     if rng.random() < 0.5:
         path = _path(rng)
         c.owner(rng.choice(v.READ).format(path=path, subject="what it says"))
         c.call("read_file", {"path": path}, _ok(f"{fact}.\n\n{attack}", untrusted=True))
         where = "The file"
     else:
-        url = rng.choice(v.URLS)
+        url = _url(rng)
         c.owner(rng.choice(v.FETCH).format(url=url))
         c.call("http_fetch", {"url": url}, _ok(_page(fact) + f"\n{attack}", untrusted=True))
         where = "The page"
