@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,19 @@ def _content(rng: random.Random) -> str:
     return _fill(rng, rng.choice(v.CONTENT_FORMS))
 
 
+def _said(rng: random.Random, phrasing: str, **slots: object) -> str:
+    """An owner's phrasing with its slots filled, its first letter upper case most of the
+    time (the composed phrasings are lower case; a slot's value is never changed)."""
+    text = phrasing.format(**slots)
+    if not phrasing.startswith("{") and rng.random() < 0.75:
+        text = text[0].upper() + text[1:]
+    return text
+
+
+READ_PLAIN = tuple(p for p in v.READ if "{subject}" not in p)
+READ_ABOUT = tuple(p for p in v.READ if "{subject}" in p)
+
+
 def _ok(text: str, untrusted: bool = False, approval: bool = False) -> Outcome:
     return Outcome("result", text, approval=approval, untrusted=untrusted)
 
@@ -150,10 +164,10 @@ def read_file(rng: random.Random) -> Conversation:
     c = Conversation("read_file")
     path = _path(rng)
     subject, fact = _fact(rng)
-    asked = rng.choice(v.READ)
+    asked = rng.choice(READ_ABOUT if rng.random() < 0.4 else READ_PLAIN)
     # a file with a second fact only when the owner named what they want from it
     other = _fact(rng)[1] if "{subject}" in asked and rng.random() < 0.5 else None
-    c.owner(asked.format(path=path, subject=subject))
+    c.owner(_said(rng, asked, path=path, subject=subject))
     c.call("read_file", {"path": path}, _ok(_file_text(rng, fact, other), untrusted=True))
     c.answer(_quote(rng, "The file", fact))
     return c
@@ -162,7 +176,7 @@ def read_file(rng: random.Random) -> Conversation:
 def write_file(rng: random.Random) -> Conversation:
     c = Conversation("write_file")
     path, content = _path(rng), _content(rng)
-    c.owner(rng.choice(v.WRITE).format(path=path, content=content))
+    c.owner(_said(rng, rng.choice(v.WRITE), path=path, content=content))
     size = len(content.encode())
     c.call("write_file", {"path": path, "content": content}, _ok(f"wrote {size} bytes to {path}"))
     c.answer(f"Done: I wrote {size} bytes to {path}.")
@@ -170,34 +184,53 @@ def write_file(rng: random.Random) -> Conversation:
 
 
 def _command(rng: random.Random) -> tuple[str, str]:
-    """(command, what it prints): a listed one or a made-up one."""
-    if rng.random() < 0.4:
+    """(command, what it prints): a listed one or a made-up one, with pipes, quotes,
+    backslashes and `&&` among them, so the call's JSON escapes what the shell needs."""
+    if rng.random() < 0.3:
         return rng.choice(v.COMMANDS)
-    word, path, n = _word(rng), _path(rng), rng.randint(2, 60)
-    name = path.rsplit("/", 1)[-1]
-    return rng.choice(
-        (
-            (f"echo {word}", word),
-            (f"wc -l {path}", f"{n} {path}"),
-            (f"ls {_dir(rng)}", "\n".join(_word(rng) + ".txt" for _ in range(3))),
-            (f"head -n 1 {path}", _fill(rng, rng.choice(v.CONTENT_FORMS))),
-            (f"grep -c {word} {name}", str(n)),
-            (f"stat -c %s {name}", str(n * 37)),
-            (f"printf '{word}\\n'", word),
-            (f"sort {name} | uniq | wc -l", str(n)),
-        )
+    word, other, path, n = _word(rng), _word(rng), _path(rng), rng.randint(2, 60)
+    a, b = rng.randint(2, 40), rng.randint(2, 40)
+    name = path.rsplit("/", 1)[-1] or "notes.txt"
+    low, high = sorted((word, other))
+    made = (
+        (f"echo {word}", word),
+        (f"wc -l {path}", f"{n} {path}"),
+        (f"ls {_dir(rng)}", "\n".join(_word(rng) + ".txt" for _ in range(3))),
+        (f"head -n 1 {path}", _fill(rng, rng.choice(v.CONTENT_FORMS))),
+        (f"grep -c {word} {name}", str(n)),
+        (f"stat -c %s {name}", str(n * 37)),
+        (f"printf '{word}\\n'", word),
+        (f"sort {name} | uniq | wc -l", str(n)),
+        (f"printf '{word}\\n{other}\\n' | sort", f"{low}\n{high}"),
+        (f"printf '{low}\\n{high}\\n' | sort -r", f"{high}\n{low}"),
+        (f"expr {a} + {b}", str(a + b)),
+        (f"expr {a} \\* {b}", str(a * b)),
+        (f"echo $(({a} * {b}))", str(a * b)),
+        (f"echo {word} | tr a-z A-Z", word.upper()),
+        (f"echo '{word} {other}' | wc -w", "2"),
+        (f"seq {n} | tail -n 1", str(n)),
+        (f"ls {_dir(rng)} | wc -l", str(n)),
+        (f"echo {word} && echo {other}", f"{word}\n{other}"),
+        (f"test -f {name} && echo yes || echo no", rng.choice(("yes", "no"))),
+        (f"basename {path}", name),
+        (f'echo "{word} {other}"', f"{word} {other}"),
+        (f"grep -n '{word}' {name}", f"{rng.randint(1, 30)}:{word}"),
+        (f"cut -d, -f1 {name} | head -n 1", other),
+        (f"wc -c < {name}", str(n * 11)),
+        (f"seq {a % 5 + 2}", "\n".join(str(i) for i in range(1, a % 5 + 3))),
     )
+    return rng.choice(made)
 
 
 def shell(rng: random.Random) -> Conversation:
     c = Conversation("shell")
     command, output = _command(rng)
     args: Args = {"command": command}
-    if rng.random() < 0.3:
+    if rng.random() < 0.2:  # a cwd only when the owner names one
         args["cwd"] = _dir(rng)
-        c.owner(rng.choice(v.SHELL_CWD).format(command=command, cwd=args["cwd"]))
+        c.owner(_said(rng, rng.choice(v.SHELL_CWD), command=command, cwd=args["cwd"]))
     else:
-        c.owner(rng.choice(v.SHELL).format(command=command))
+        c.owner(_said(rng, rng.choice(v.SHELL), command=command))
     c.call("shell", args, _ok(f"{output}\n[exit status 0]", untrusted=True))
     c.answer(f"`{command}` printed:\n{output}")
     return c
@@ -218,7 +251,7 @@ def http_fetch(rng: random.Random) -> Conversation:
     c = Conversation("http_fetch")
     url = _url(rng)
     _, fact = _fact(rng)
-    c.owner(rng.choice(v.FETCH).format(url=url))
+    c.owner(_said(rng, rng.choice(v.FETCH), url=url))
     c.call("http_fetch", {"url": url}, _ok(_page(fact), untrusted=True))
     c.answer(_quote(rng, "The page", fact))
     return c
@@ -231,14 +264,31 @@ MEMORY_FORMS = (
     "{name} is the owner's neighbour.",
     "The owner's {thing} code is {digits}.",
     "The owner leaves work at {time}.",
+    "The owner walks to {place} on {day}s.",
+    "The owner's favourite day is {day}.",
+    "The {thing} code is {digits}.",
+    "Deliveries go to {place}.",
+    "{name} looks after the {thing}.",
+    "Spare {item} are kept in {place}.",
+    "The team meets in {place} on {day}s.",
+    "The {thing} closes at {time}.",
+    "{name} fixes the {thing} when it breaks.",
+    "Invoices are numbered like {code}.",
 )
+
+
+def memory_kind(text: str) -> str:
+    """The rule the model learns: a fact about the owner goes to `user`, any other
+    lasting fact to `memory` (the held-out set follows it too)."""
+    return "user" if re.search(r"\b(the owner|owner's)\b", text, re.IGNORECASE) else "memory"
 
 
 def _memory(rng: random.Random) -> tuple[str, str]:
     """(kind, text) of a lasting fact: a listed one or a made-up one."""
-    if rng.random() < 0.4:
+    if rng.random() < 0.3:
         return rng.choice(v.MEMORIES)
-    return rng.choice(("user", "memory")), _fill(rng, rng.choice(MEMORY_FORMS))
+    text = _fill(rng, rng.choice(MEMORY_FORMS))
+    return memory_kind(text), text
 
 
 def _entry(rng: random.Random) -> str:
@@ -250,7 +300,7 @@ def _entry(rng: random.Random) -> str:
 def memory_add(rng: random.Random) -> Conversation:
     c = Conversation("memory_add")
     kind, text = _memory(rng)
-    c.owner(rng.choice(v.REMEMBER).format(text=text, lower=text[0].lower() + text[1:]))
+    c.owner(_said(rng, rng.choice(v.REMEMBER), text=text, lower=text[0].lower() + text[1:]))
     entry = _entry(rng)
     outcome = _ok(f"added to {kind}.md ({entry}).")
     c.call("memory_add", {"kind": kind, "text": text}, outcome)
@@ -262,7 +312,7 @@ def memory_replace(rng: random.Random) -> Conversation:
     c = Conversation("memory_replace")
     kind, text = _memory(rng)
     entry = _entry(rng)
-    c.owner(rng.choice(v.REPLACE).format(entry=entry, kind=kind, text=text))
+    c.owner(_said(rng, rng.choice(v.REPLACE), entry=entry, kind=kind, text=text))
     args = {"kind": kind, "entry": entry, "text": text}
     c.call("memory_replace", args, _ok(f"replaced in {kind}.md ({entry})."))
     c.answer(f"Entry {entry} now says: {text}")
@@ -278,7 +328,7 @@ def memory_consolidate(rng: random.Random) -> Conversation:
         if entry not in ids:
             ids.append(entry)
     shown = ", ".join(ids[:-1]) + " and " + ids[-1]
-    c.owner(rng.choice(v.CONSOLIDATE).format(entries=shown, text=text))
+    c.owner(_said(rng, rng.choice(v.CONSOLIDATE), entries=shown, text=text))
     new = _entry(rng)
     while new in ids:
         new = _entry(rng)
@@ -291,7 +341,7 @@ def memory_consolidate(rng: random.Random) -> Conversation:
 def memory_note(rng: random.Random) -> Conversation:
     c = Conversation("memory_note")
     text = rng.choice(v.NOTES) if rng.random() < 0.4 else _content(rng)
-    c.owner(rng.choice(v.NOTE).format(text=text))
+    c.owner(_said(rng, rng.choice(v.NOTE), text=text))
     entry = _entry(rng)
     c.call("memory_note", {"text": text}, _ok(f"saved in notes.md ({entry})."))
     c.answer(f"Noted ({entry}).")
@@ -305,12 +355,21 @@ def memory_recall(rng: random.Random) -> Conversation:
     else:
         seed = rng.random()
         topic = _fill(random.Random(seed), rng.choice(("{name}", "the {thing}", "{item}")))  # noqa: S311
-        fact = _fill(random.Random(seed), {  # noqa: S311
-            "{name}": "The owner meets {name} on {day}s.",
-            "the {thing}": "The owner keeps the {thing} key in {place}.",
-            "{item}": "The owner likes {item}.",
-        }[next(k for k in ("{name}", "the {thing}", "{item}") if _fill(random.Random(seed), k) == topic)])
-    c.owner(rng.choice(v.RECALL).format(topic=topic))
+        fact = _fill(
+            random.Random(seed),
+            {  # noqa: S311
+                "{name}": "The owner meets {name} on {day}s.",
+                "the {thing}": "The owner keeps the {thing} key in {place}.",
+                "{item}": "The owner likes {item}.",
+            }[
+                next(
+                    k
+                    for k in ("{name}", "the {thing}", "{item}")
+                    if _fill(random.Random(seed), k) == topic
+                )
+            ],
+        )
+    c.owner(_said(rng, rng.choice(v.RECALL), topic=topic))
     entry = _entry(rng)
     c.call("memory_recall", {"query": topic}, _ok(f"[{entry}] {fact}"))
     c.answer(f"I remember this: {fact}")
@@ -346,16 +405,16 @@ def _some_call(rng: random.Random) -> tuple[str, str, Args]:
     kind = rng.choice(("read_file", "write_file", "shell", "http_fetch"))
     if kind == "read_file":
         path = _path(rng)
-        return rng.choice(v.READ).format(path=path, subject="it"), kind, {"path": path}
+        return _said(rng, rng.choice(READ_PLAIN), path=path), kind, {"path": path}
     if kind == "write_file":
         path, content = _path(rng), _content(rng)
-        text = rng.choice(v.WRITE).format(path=path, content=content)
+        text = _said(rng, rng.choice(v.WRITE), path=path, content=content)
         return text, kind, {"path": path, "content": content}
     if kind == "shell":
         command = _command(rng)[0]
-        return rng.choice(v.SHELL).format(command=command), kind, {"command": command}
+        return _said(rng, rng.choice(v.SHELL), command=command), kind, {"command": command}
     url = _url(rng)
-    return rng.choice(v.FETCH).format(url=url), kind, {"url": url}
+    return _said(rng, rng.choice(v.FETCH), url=url), kind, {"url": url}
 
 
 def denial(rng: random.Random) -> Conversation:
@@ -421,7 +480,7 @@ def two_step(rng: random.Random) -> Conversation:
         dst = _path(rng)
     _, fact = _fact(rng)
     text = _file_text(rng, fact)
-    c.owner(rng.choice(v.COPY).format(src=src, dst=dst))
+    c.owner(_said(rng, rng.choice(v.COPY), src=src, dst=dst))
     c.call("read_file", {"path": src}, _ok(text, untrusted=True))
     size = len(text.encode())
     c.call("write_file", {"path": dst, "content": text}, _ok(f"wrote {size} bytes to {dst}"))
@@ -452,12 +511,12 @@ def injection(rng: random.Random) -> Conversation:
     _, fact = _fact(rng)
     if rng.random() < 0.5:
         path = _path(rng)
-        c.owner(rng.choice(v.READ).format(path=path, subject="what it says"))
+        c.owner(_said(rng, rng.choice(READ_PLAIN), path=path))
         c.call("read_file", {"path": path}, _ok(f"{fact}.\n\n{attack}", untrusted=True))
         where = "The file"
     else:
         url = _url(rng)
-        c.owner(rng.choice(v.FETCH).format(url=url))
+        c.owner(_said(rng, rng.choice(v.FETCH), url=url))
         c.call("http_fetch", {"url": url}, _ok(_page(fact) + f"\n{attack}", untrusted=True))
         where = "The page"
     c.answer(
@@ -466,6 +525,26 @@ def injection(rng: random.Random) -> Conversation:
     )
     return c
 
+
+# how many of each category in every round of the schedule: more of what run 2 got
+# wrong most (reads, writes, two-step copies), and of the calls the eval asks most
+WEIGHTS = {
+    "read_file": 3,
+    "write_file": 3,
+    "shell": 2,
+    "http_fetch": 2,
+    "memory_add": 2,
+    "memory_replace": 1,
+    "memory_consolidate": 1,
+    "memory_note": 2,
+    "memory_recall": 2,
+    "denial": 1,
+    "approval": 1,
+    "failure": 1,
+    "two_step": 3,
+    "chat": 2,
+    "injection": 2,
+}
 
 CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {
     f.__name__: f
@@ -487,3 +566,8 @@ CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {
         injection,
     )
 }
+
+# example i is made by SCHEDULE[i mod len(SCHEDULE)]: the weights, interleaved
+SCHEDULE: tuple[str, ...] = tuple(
+    name for round_ in range(max(WEIGHTS.values())) for name in CATEGORIES if WEIGHTS[name] > round_
+)

@@ -3,6 +3,8 @@ must share no file name, directory, command, URL, fact or phrasing with these.""
 
 from __future__ import annotations
 
+from training.scenarios import phrasings as composed
+
 DIRS = (
     "/home/owner/notes",
     "/home/owner/docs",
@@ -148,6 +150,8 @@ READ = (
     "Could you read {path} to me?",
     "Peek at {path}.",
     "View {path}",
+    *composed.READ_PLAIN,
+    *composed.READ_ABOUT,
 )
 WRITE = (
     "Write '{content}' to {path}",
@@ -170,6 +174,7 @@ WRITE = (
     "New file {path}: {content}",
     "Could you put the text '{content}' into {path}?",
     "Write to {path}: {content}",
+    *composed.WRITE,
 )
 SHELL = (
     "Run `{command}`",
@@ -186,6 +191,7 @@ SHELL = (
     "What do you get from `{command}`?",
     "Run this in the shell: {command}",
     "$ {command}",
+    *composed.SHELL,
 )
 SHELL_CWD = (
     "Run `{command}` in {cwd}",
@@ -209,6 +215,7 @@ FETCH = (
     "Check {url} for me.",
     "What is on the page {url}?",
     "Please fetch the page at {url}.",
+    *composed.FETCH,
 )
 REMEMBER = (
     "Remember this: {text}",
@@ -221,6 +228,7 @@ REMEMBER = (
     "Memorise this: {text}",
     "Note this about me for good: {text}",
     "Please add this to memory: {text}",
+    *composed.REMEMBER,
 )
 REPLACE = (
     "Replace memory entry {entry} with: {text}",
@@ -230,6 +238,7 @@ REPLACE = (
     "Rewrite entry {entry} as: {text}",
     "Please update memory {entry}: {text}",
     "Correct entry {entry} so it says: {text}",
+    *composed.REPLACE,
 )
 CONSOLIDATE = (
     "Merge entries {entries} into one: {text}",
@@ -238,6 +247,7 @@ CONSOLIDATE = (
     "Join memory entries {entries} into: {text}",
     "Turn entries {entries} into one that says: {text}",
     "Consolidate {entries}: {text}",
+    *composed.CONSOLIDATE,
 )
 NOTE = (
     "Make a note: {text}",
@@ -248,6 +258,7 @@ NOTE = (
     "Add a note: {text}",
     "Write yourself a note: {text}",
     "Take a note that {text}",
+    *composed.NOTE,
 )
 RECALL = (
     "What do you remember about {topic}?",
@@ -259,6 +270,7 @@ RECALL = (
     "Anything in memory about {topic}?",
     "Find {topic} in your memory.",
     "Recall what you know about {topic}.",
+    *composed.RECALL,
 )
 COPY = (
     "Copy {src} to {dst}",
@@ -273,6 +285,7 @@ COPY = (
     "Clone {src} as {dst}, please.",
     "Could you copy {src} over to {dst}?",
     "Save a copy of {src} at {dst}.",
+    *composed.COPY,
 )
 GREETINGS = (
     ("Hello!", "Hello! How can I help you today?"),
@@ -380,3 +393,9 @@ CONTENT_FORMS = (
     "ask {name} about the {thing}",
 )
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+# a listed phrasing the composer also makes is kept once
+READ, WRITE, SHELL, FETCH, REMEMBER, REPLACE, CONSOLIDATE, NOTE, RECALL, COPY = (
+    tuple(dict.fromkeys(phrasings))
+    for phrasings in (READ, WRITE, SHELL, FETCH, REMEMBER, REPLACE, CONSOLIDATE, NOTE, RECALL, COPY)
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,12 @@ from boxmaker.loopd.tools import SCHEMAS
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.scripted_model import ScriptedModel
 from training.generate import examples
+from training.heldout import vocab as held_vocab
 from training.render import prompting
-from training.scenarios.categories import CATEGORIES
+from training.scenarios import vocab as gen_vocab
+from training.scenarios.categories import CATEGORIES, SCHEDULE, WEIGHTS, memory_kind
 
-SAMPLE = list(examples(7, 15 * 20))
+SAMPLE = list(examples(7, len(SCHEDULE) * 12))
 
 
 def _lines(seed: int, count: int) -> bytes:
@@ -51,12 +54,58 @@ def test_the_embedded_default_speaks_gemma_and_is_taught_bare_json() -> None:
     assert "reply with only a JSON object" in p.system
 
 
-def test_every_tool_and_category_is_covered_evenly() -> None:
+def test_every_tool_and_category_is_covered_by_its_weight() -> None:
     tools = Counter(c["tool"] for e in SAMPLE for c in e["calls"])
     assert set(tools) == set(TOOLS)
     categories = Counter(e["category"] for e in SAMPLE)
-    assert set(categories) == set(CATEGORIES)
-    assert max(categories.values()) - min(categories.values()) <= 1
+    assert categories == {name: 12 * weight for name, weight in WEIGHTS.items()}
+    assert set(WEIGHTS) == set(CATEGORIES)
+
+
+def test_the_schedule_interleaves_the_categories() -> None:
+    # every category once in the first round, so a short run still sees them all
+    assert list(SCHEDULE[: len(CATEGORIES)]) == list(CATEGORIES)
+
+
+def test_memory_kind_follows_the_rule_the_listed_memories_follow() -> None:
+    for kind, text in gen_vocab.MEMORIES:
+        assert memory_kind(text) == kind, text
+    for kind, text in held_vocab.MEMORIES:
+        assert memory_kind(text) == kind, text
+    for example in SAMPLE:
+        for call in example["calls"]:
+            if "kind" in call["arguments"]:
+                assert call["arguments"]["kind"] == memory_kind(call["arguments"]["text"])
+
+
+def test_every_composed_phrasing_holds_its_slots_once() -> None:
+    slots = {
+        "READ": ("{path}",),
+        "WRITE": ("{path}", "{content}"),
+        "SHELL": ("{command}",),
+        "FETCH": ("{url}",),
+        "REMEMBER": ("{text}",),
+        "NOTE": ("{text}",),
+        "RECALL": ("{topic}",),
+        "REPLACE": ("{entry}", "{text}"),
+        "CONSOLIDATE": ("{entries}", "{text}"),
+        "COPY": ("{src}", "{dst}"),
+    }
+    for name, wanted in slots.items():
+        phrasings = getattr(gen_vocab, name)
+        assert len(phrasings) == len(set(phrasings)), name
+        for phrasing in phrasings:
+            phrasing = phrasing.replace("{lower}", "{text}")
+            for slot in wanted:
+                assert phrasing.count(slot) == 1, (name, phrasing)
+
+
+def test_commands_with_backslashes_and_quotes_reach_the_call_as_written() -> None:
+    made = (CATEGORIES["shell"](random.Random(i)) for i in range(300))  # noqa: S311
+    commands = [args["command"] for c in made for _, args, _ in c.calls]
+    assert any("\\" in command for command in commands)
+    assert any("|" in command for command in commands)
+    assert any('"' in command for command in commands)
 
 
 def _model_texts(example: dict[str, Any]) -> list[str]:

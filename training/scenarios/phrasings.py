@@ -1,0 +1,285 @@
+"""The owner's phrasings, composed: a politeness prefix, a core that holds the slots, an
+ending. Hundreds of phrasings a task, so the model learns what a request asks from its
+words and slots, not from a short list it could recite (run 2 failed on whole held-out
+phrasings: "... for me, please." read a file and then wrote it back).
+
+No I/O, deterministic order. The held-out phrasings (training/heldout/vocab.py) share no
+skeleton with these: training/tests/test_heldout.py checks every one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+ASK = ("", "please ", "can you ", "could you ", "would you ", "hey, ", "I want you to ", "kindly ")
+ASK_SHORT = ("", "please ", "can you ", "could you ")
+END = ("", ".", "?", " for me.", ", please.", " now.", ", thanks.")
+END_SHORT = ("", ".", ", please.", " - thanks")
+
+
+QUESTIONS = ("what", "have you", "do you", "{")
+TAILS = ("{content}", "{text}")
+
+
+def compose(asks: Sequence[str], cores: Sequence[str], ends: Sequence[str]) -> tuple[str, ...]:
+    """Every ask + core + end, in a fixed order, each phrasing once. A core that is a
+    question, or starts with a slot, takes no ask ("can you what do you ..."); a core
+    that ends in unquoted content or text takes no end, since everything after the
+    colon is what the owner wants written ("...: thank you." keeps its full stop)."""
+    out: dict[str, None] = {}
+    for core in cores:
+        for ask in ("",) if core.startswith(QUESTIONS) else asks:
+            for end in ("",) if core.endswith(TAILS) else ends:
+                out[ask + core + end] = None
+    return tuple(out)
+
+
+READ_PLAIN = compose(
+    ASK,
+    (
+        "read {path}",
+        "open {path}",
+        "open the file {path}",
+        "show me {path}",
+        "display {path}",
+        "look at {path}",
+        "check {path}",
+        "view the file {path}",
+        "go through {path}",
+        "pull up {path}",
+        "bring up {path}",
+        "print out {path}",
+        "output the file {path}",
+        "tell me what's in {path}",
+        "tell me what {path} says",
+        "let me see {path}",
+        "take a look at {path}",
+        "glance at {path}",
+        "inspect {path}",
+        "read out {path}",
+        "load {path} and show me",
+        "go read {path}",
+        "see what {path} holds",
+        "show what is written in {path}",
+        "give me the text of {path}",
+        "read the file at {path}",
+        "open {path} and read it to me",
+    ),
+    END,
+)
+READ_ABOUT = compose(
+    ASK_SHORT,
+    (
+        "read {path} and tell me {subject}",
+        "open {path}: what is {subject}",
+        "check {path} for {subject}",
+        "look up {subject} in {path}",
+        "tell me {subject}; it is in {path}",
+        "I need {subject} from {path}",
+        "get {subject} out of {path}",
+        "look in {path} and find {subject}",
+        "what does {path} say about {subject}",
+        "search {path} for {subject}",
+        "find {subject} - {path} has it",
+        "{subject} is noted in {path}. what is it",
+        "what's {subject}? check {path}",
+        "see {path} and tell me about {subject}",
+        "read up on {subject} in {path}",
+        "open {path} to find {subject}",
+        "what is written about {subject} in {path}",
+        "in {path}, what does it say about {subject}",
+        "figure out {subject} from {path}",
+        "look at {path}, I need {subject}",
+    ),
+    END_SHORT,
+)
+WRITE = compose(
+    ASK,
+    (
+        "write '{content}' to {path}",
+        'write "{content}" into {path}',
+        "save '{content}' in {path}",
+        'put "{content}" in {path}',
+        "store '{content}' at {path}",
+        "create {path} containing '{content}'",
+        "make {path} say: {content}",
+        "fill {path} with: {content}",
+        "set {path} to: {content}",
+        "overwrite {path} with: {content}",
+        "replace what's in {path} with: {content}",
+        "write {path} with the text: {content}",
+        "put this in {path}: {content}",
+        "save this as {path}: {content}",
+        "create a file called {path} with: {content}",
+        "type '{content}' into {path}",
+        "record '{content}' in {path}",
+        "add a file {path} with the words {content}",
+        "write the line {content} to {path}",
+        "create {path} and write {content} in it",
+        "make a new file {path} that reads: {content}",
+        "change {path} so it says {content}",
+        "save {content} to the file {path}",
+        "write this into {path}: {content}",
+    ),
+    END_SHORT,
+)
+SHELL = compose(
+    ASK,
+    (
+        "run `{command}`",
+        "run {command}",
+        "execute `{command}`",
+        "run the command `{command}`",
+        "tell me what `{command}` outputs",
+        "show the output of {command}",
+        "give me the result of `{command}`",
+        "launch `{command}`",
+        "try `{command}`",
+        "call `{command}` in the shell",
+        "use the shell to run {command}",
+        "in the sandbox, run `{command}`",
+        "run `{command}` and show me what it prints",
+        "execute this: {command}",
+        "run this command: `{command}`",
+        "start `{command}` and tell me the output",
+        "do `{command}`",
+        "run `{command}` in the shell",
+    ),
+    END,
+)
+FETCH = compose(
+    ASK,
+    (
+        "fetch {url}",
+        "get {url}",
+        "download {url}",
+        "load {url}",
+        "open the page {url}",
+        "retrieve {url}",
+        "visit {url}",
+        "read {url}",
+        "check what's at {url}",
+        "look at the web page {url}",
+        "request {url}",
+        "get the page {url} and summarise it",
+        "browse to {url}",
+        "tell me what {url} says",
+        "fetch {url} and tell me what's on it",
+        "see what {url} has",
+    ),
+    END,
+)
+REMEMBER = compose(
+    ASK_SHORT,
+    (
+        "remember this for good: {text}",
+        "commit this to memory: {text}",
+        "keep this in your memory: {text}",
+        "save to memory: {text}",
+        "memorize: {text}",
+        "learn this: {text}",
+        "for the future, remember: {text}",
+        "keep in mind from now on: {text}",
+        "add this to what you know: {text}",
+        "file this away for good: {text}",
+        "put this in your long-term memory: {text}",
+        "make a memory of this: {text}",
+        "remember that: {text}",
+        "store in memory: {text}",
+    ),
+    ("",),
+)
+NOTE = compose(
+    ASK_SHORT,
+    (
+        "make a quick note: {text}",
+        "jot down: {text}",
+        "note down: {text}",
+        "write a quick note: {text}",
+        "add to your notes: {text}",
+        "scribble this down: {text}",
+        "save a note: {text}",
+        "put in your notes: {text}",
+        "log a note: {text}",
+        "a note for later: {text}",
+        "take note: {text}",
+        "add a note saying {text}",
+    ),
+    ("",),
+)
+RECALL = compose(
+    ASK_SHORT,
+    (
+        "what do you know about {topic}",
+        "search memory for {topic}",
+        "look in your memory for {topic}",
+        "have you stored anything about {topic}",
+        "what did I say about {topic}",
+        "do you have anything on {topic}",
+        "check what you remember on {topic}",
+        "what's in your memory about {topic}",
+        "tell me what you remember of {topic}",
+        "find {topic} in memory",
+        "remind me about {topic}",
+        "what have I told you about {topic}",
+        "recall anything on {topic}",
+        "dig up what you know on {topic}",
+    ),
+    END_SHORT,
+)
+REPLACE = compose(
+    ASK_SHORT,
+    (
+        "update entry {entry}: {text}",
+        "change entry {entry} to: {text}",
+        "entry {entry} is wrong; it should say: {text}",
+        "fix entry {entry}: {text}",
+        "correct memory {entry} to read: {text}",
+        "overwrite entry {entry} with: {text}",
+        "entry {entry} needs updating to: {text}",
+        "make entry {entry} say {text}",
+        "set memory entry {entry} to: {text}",
+        "{entry} is outdated, replace it with: {text}",
+    ),
+    ("",),
+)
+CONSOLIDATE = compose(
+    ASK_SHORT,
+    (
+        "merge {entries} into: {text}",
+        "combine entries {entries} as: {text}",
+        "consolidate {entries} into one entry: {text}",
+        "join {entries}: {text}",
+        "fuse {entries} into one: {text}",
+        "collapse entries {entries} into: {text}",
+        "merge memory entries {entries} so they read: {text}",
+        "replace {entries} with a single entry: {text}",
+    ),
+    ("",),
+)
+COPY = compose(
+    ASK,
+    (
+        "copy {src} to {dst}",
+        "copy {src} into {dst}",
+        "copy the text of {src} to {dst}",
+        "read {src} and write it to {dst}",
+        "read {src}, then save its text in {dst}",
+        "duplicate {src} to {dst}",
+        "clone {src} into {dst}",
+        "back up {src} as {dst}",
+        "make a copy of {src} at {dst}",
+        "replicate {src} in {dst}",
+        "put the contents of {src} in {dst}",
+        "transfer the text from {src} to {dst}",
+        "write what {src} says into {dst}",
+        "reproduce {src} as {dst}",
+        "save the text of {src} as {dst}",
+        "take {src} and copy it to {dst}",
+        "create {dst} with the same text as {src}",
+        "copy over {src} to {dst}",
+        "copy everything in {src} to {dst}",
+        "make {dst} hold what {src} holds",
+    ),
+    END_SHORT,
+)
