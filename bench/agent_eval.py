@@ -83,9 +83,9 @@ from agent_eval_tree import EvalTree, LoopdSettings, fetch_hosts
 
 from boxmaker.bxctl.approvals_cmd import approve, pending_items, refuse
 from boxmaker.bxctl.cli import CliError
-from boxmaker.core.audit_records import DecisionEvent
+from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.errors import RequestError, TimedOutError
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     ApprovalPendingEvent,
     Error,
     PendingApproval,
@@ -94,7 +94,7 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.messages import Turn as TurnMessage
+from boxmaker.core.wire.messages import Turn as TurnMessage
 from boxmaker.ipc.client import answers
 from boxmaker.loopd.main import PLAIN_REPLY_TOKENS
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs

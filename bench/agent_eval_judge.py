@@ -13,10 +13,10 @@ Rules, in the order the code below applies them:
    tool) never reaches brokerd; the eval counts those as `started` (loopd's
    `tool_call_started` events) beyond the audited calls.
 3. Arguments are compared in the form brokerd decides on: both sides parsed by the
-   tool table's own parser (`core.args.parse_arguments`), so an optional field
+   tool table's own parser (`core.grants.args.parse_arguments`), so an optional field
    that is absent, null where the table reads null as absent (shell's `cwd`), or
    given with its default is the same call (memory_note's `untrusted` false,
-   memory_recall's `limit` 5), then written out as `core.args.argument_fields`
+   memory_recall's `limit` 5), then written out as `core.grants.args.argument_fields`
    does, with every string value (and every string in a list) stripped of
    whitespace at both ends: `"ready\\n"` is `"ready"`, a written file's content
    with or without its last newline is the same content. Anything else differs:
@@ -63,9 +63,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from boxmaker.core.args import argument_fields, parse_arguments
 from boxmaker.core.errors import ArgsError
-from boxmaker.core.tools import tool_name
+from boxmaker.core.grants.args import argument_fields, parse_arguments
+from boxmaker.core.grants.tools import tool_name
 
 WORKSPACE = "{workspace}"
 SIDE_EFFECT_TOOLS = frozenset(

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 import tomli_w
 from agent_eval_judge import Request
 
-from boxmaker.core.layout import Home
+from boxmaker.core.home.layout import Home
 from boxmaker.testing.homes import make_home, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
 

@@ -26,14 +26,14 @@ from typing import Any
 import orjson
 
 from boxmaker.brokerd.audit_startup import Started, start_audit
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.records import (
     AuditRecord,
     DecisionEvent,
     ResultEvent,
     ResultStatus,
     encode_record,
 )
-from boxmaker.core.decisions import AllowedRecord
+from boxmaker.core.grants.decisions import AllowedRecord
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import add_ms

@@ -59,8 +59,8 @@ from typing import IO
 
 import orjson
 
-from boxmaker.core.frames import FrameDecoder
-from boxmaker.core.messages import decode_envelope
+from boxmaker.core.wire.frames import FrameDecoder
+from boxmaker.core.wire.messages import decode_envelope
 
 LINE = (
     b'{"seq":0,"time":"2026-11-30T12:00:00.000Z","prev":"'
@@ -101,10 +101,10 @@ def serve(work: Path) -> int:
     from boxmaker.brokerd.audit_writer import AuditWriter
     from boxmaker.brokerd.config import ApprovalsSection, BrokerdConfig, PathsSection
     from boxmaker.brokerd.serve import Brokerd
-    from boxmaker.core.decisions import DenyReason
-    from boxmaker.core.layout import Home
-    from boxmaker.core.links import LOOP_BROKER
-    from boxmaker.core.messages import DeniedResponse, ToolRequest
+    from boxmaker.core.grants.decisions import DenyReason
+    from boxmaker.core.home.layout import Home
+    from boxmaker.core.home.links import LOOP_BROKER
+    from boxmaker.core.wire.messages import DeniedResponse, ToolRequest
     from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
     from boxmaker.ipc.shell import now
     from boxmaker.testing.homes import make_home

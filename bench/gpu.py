@@ -70,7 +70,7 @@ from typing import Any
 import orjson
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import Backend
+from boxmaker.core.model.offload import Backend
 from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config

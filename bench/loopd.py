@@ -96,7 +96,7 @@ loopd drives, the adapter applied, and the first line names it):
 - rendering a turn's prompt through the template worker (issue 38: a model file's
   template runs in a child process under an address-space cap and a wall-clock kill,
   `boxmaker.ipc.template_worker`): the time loopd takes to render a turn's prompt
-  from its stretches (`core.template_prompt` with its stretch cache, as a turn does:
+  from its stretches (`core.model.template_prompt` with its stretch cache, as a turn does:
   the new stretch rendered, the others reused) on Qwen3.5's own template (the owner's
   family, tests/fixtures/chat_templates) at the end of a session of TEMPLATE_TURNS
   turns, through the worker less in this process (`ChatTemplate`, the same bounds),
@@ -131,9 +131,13 @@ from typing import Any
 
 import orjson
 
-from boxmaker.core.chat_format import Role
-from boxmaker.core.chat_format import Turn as LogTurn
-from boxmaker.core.messages import (
+from boxmaker.core.model.chat_format import Role
+from boxmaker.core.model.chat_format import Turn as LogTurn
+from boxmaker.core.model.reply_stream import streamable
+from boxmaker.core.model.template_prompt import Stretches, TemplatePrompt
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateRenderer
+from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
+from boxmaker.core.wire.messages import (
     Compact,
     ContentEvent,
     ReasoningEvent,
@@ -141,10 +145,6 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.reply_stream import streamable
-from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
-from boxmaker.core.template_prompt import Stretches, TemplatePrompt
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateRenderer
 from boxmaker.ipc import client
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.adapter import describe

@@ -14,12 +14,12 @@ import time
 
 import orjson
 
-from boxmaker.core.frames import FrameDecoder, encode_frame
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import Envelope, ToolRequest, decode_envelope, encode_envelope
 from boxmaker.core.policy import SessionState, decide
+from boxmaker.core.wire.frames import FrameDecoder, encode_frame
+from boxmaker.core.wire.messages import Envelope, ToolRequest, decode_envelope, encode_envelope
 
 GRANTS = 100
 REQUESTS = 10_000

@@ -169,10 +169,10 @@ def ordinary_result(rng: random.Random) -> str:
 
 def sandbox_call(result: str, folder: Path) -> tuple[str, Callable[[], object]]:
     """What one sandbox call is here: a bwrap read_file of `result`, or the floor."""
-    from boxmaker.core.grant_loading import parse_grant_file
-    from boxmaker.core.grants import GrantSet
-    from boxmaker.core.messages import ResultResponse, ToolRequest
+    from boxmaker.core.grants.loading import parse_grant_file
+    from boxmaker.core.grants.model import GrantSet
     from boxmaker.core.policy import Decision, SessionState, decide
+    from boxmaker.core.wire.messages import ResultResponse, ToolRequest
     from boxmaker.sandbox.bwrap import BwrapRuntime
     from boxmaker.sandbox.calls import SANDBOX_PYTHON, Limits
     from boxmaker.sandbox.cgroups import Cgroups

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
 from boxmaker.bxctl.status_cmd import ask
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import StatusReport
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.wire.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
 from boxmaker.loopd.session_log import SessionLogs, UserEntry
@@ -50,9 +50,9 @@ import os, sys
 from pathlib import Path
 from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
 from boxmaker.bxctl.status_cmd import ask
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import StatusReport
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
 from boxmaker.loopd.startup import load_model

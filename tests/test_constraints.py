@@ -8,7 +8,7 @@ import configparser
 import re
 from pathlib import Path
 
-from boxmaker.core import unicode_tables
+from boxmaker.core.sanitize import unicode_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -58,7 +58,7 @@ def test_every_requirement_of_the_test_command_is_pinned() -> None:
 
 def test_the_unicode_tables_come_from_the_pinned_regex() -> None:
     assert _pins()["regex"] == unicode_tables.REGEX_VERSION, (
-        "boxmaker/core/unicode_tables.py was generated from another `regex` than"
+        "boxmaker/core/sanitize/unicode_tables.py was generated from another `regex` than"
         " constraints.txt pins: run scripts/update-constraints"
     )
 

@@ -75,8 +75,12 @@ PLANTED = [
     ("core", "import boxmaker.ipc", "layers"),
     ("sandbox", "import boxmaker.ipc", "layers"),
     ("newpart", "", "layers"),  # a subpackage given no layer
-    ("loopd", "from boxmaker.core.secrets import Secret", "loopd-holds-no-secrets"),
+    ("loopd", "from boxmaker.core.home.secrets import Secret", "loopd-holds-no-secrets"),
     ("loopd", "import boxmaker.ipc.secrets", "loopd-holds-no-secrets"),
+    ("core/grants", "from boxmaker.core.wire import messages", "core-layers"),
+    ("core/model", "from boxmaker.core.audit import chain", "core-layers"),
+    ("core/home", "from boxmaker.core.grants import tools", "core-layers"),
+    ("core", "", "core-layers"),  # a module put directly in core, given no layer
 ]
 
 

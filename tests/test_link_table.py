@@ -26,12 +26,13 @@ import pytest
 from boxmaker.brokerd.config import BrokerdConfig, PathsSection
 from boxmaker.bxctl.install_cmd import Layout, plan
 from boxmaker.bxctl.install_steps import Directory, Group
-from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import ErrorCode, StartupError
-from boxmaker.core.frames import FrameDecoder
-from boxmaker.core.layout import Home, socket_path
-from boxmaker.core.links import GATEWAY, LINKS, Link, Role, kind_of
-from boxmaker.core.messages import (
+from boxmaker.core.home.layout import Home, socket_path
+from boxmaker.core.home.links import GATEWAY, LINKS, Link, Role, kind_of
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.frames import FrameDecoder
+from boxmaker.core.wire.messages import (
     Approvals,
     Error,
     Reindex,
@@ -40,7 +41,6 @@ from boxmaker.core.messages import (
     StatusReport,
     decode_envelope,
 )
-from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.mattermost import MattermostClient
 from boxmaker.gatewayd.turns import Owner

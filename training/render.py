@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from boxmaker.core.chat_format import Role, Segment, Text, Turn
-from boxmaker.core.dialect import Dialect
+from boxmaker.core.model.chat_format import Role, Segment, Text, Turn
+from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.sanitize.tags import neutralise
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect

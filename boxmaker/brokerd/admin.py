@@ -1,12 +1,12 @@
 """admin.sock's handlers: the owner's requests to brokerd, one handler per kind that
-`core.links.OWNER_BROKER` accepts.
+`core.home.links.OWNER_BROKER` accepts.
 
 I/O: the connection, the ledger (Approval records), the grants directory. The
 thread that takes an entry out of the pending table answers it: it writes the
 Approval record, hands the verdict to the waiting connection thread, and only
 then answers bxctl. Expiry works the same way from its own thread.
 
-The approval list is sent in pages (`core.frame_fit.page_items`) so that it always
+The approval list is sent in pages (`core.wire.frame_fit.page_items`) so that it always
 fits in frames: every page but the last as a `final: false` approval_list, the
 last as the final one; bxctl joins their items. So is the session state list
 (`session_states`, for `bxctl sessions`): each session brokerd keeps a state file
@@ -30,11 +30,13 @@ from boxmaker.brokerd.approvals import Mismatch, Pending, PendingTable, Verdict
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import UNKNOWN_STATE, Ledger
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
-from boxmaker.core.audit_records import ApprovalAnswer
-from boxmaker.core.decisions import DenyReason
+from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frame_fit import FRAME_BUDGET, page_items, paged
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.policy import DIGEST_SHORT, Denial
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET, page_items, paged
+from boxmaker.core.wire.messages import (
     BY_BXCTL,
     ApprovalList,
     Approvals,
@@ -54,8 +56,6 @@ from boxmaker.core.messages import (
     Status,
     StatusReport,
 )
-from boxmaker.core.policy import DIGEST_SHORT, Denial
-from boxmaker.core.runbook import Runbook
 from boxmaker.ipc.server import Connection, Handlers, answering
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class AdminHandler:
     sessions: SessionStore
 
     def handlers(self) -> Handlers:
-        """admin.sock's handler of each kind it accepts (`core.links.OWNER_BROKER`)."""
+        """admin.sock's handler of each kind it accepts (`core.home.links.OWNER_BROKER`)."""
         return {
             Approvals: self.approvals,
             SessionStates: self.session_states,

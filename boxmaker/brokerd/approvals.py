@@ -24,9 +24,9 @@ import queue
 import threading
 from dataclasses import dataclass, field
 
-from boxmaker.core.audit_records import ApprovalAnswer
-from boxmaker.core.messages import PendingApproval
+from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.policy import Ask, Decision, Denial
+from boxmaker.core.wire.messages import PendingApproval
 
 Verdict = Decision | Denial
 

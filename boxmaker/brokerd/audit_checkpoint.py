@@ -2,7 +2,7 @@
 
 I/O: reads and writes `<home>/audit/checkpoint.json` (atomically, with
 `boxmaker.ipc.files.write_atomic`), logs `event=checkpoint`, and runs the interval
-thread. The rules (core.checkpoints says what a checkpoint is):
+thread. The rules (core.audit.checkpoints says what a checkpoint is):
 
     - A checkpoint names the log's last durable record: the writer syncs it first.
     - It is written to checkpoint.json before anyone is told of it, so that every
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from boxmaker.brokerd.audit_writer import AuditUnavailableError
-from boxmaker.core.checkpoints import Checkpoint, decode_state, encode_state
+from boxmaker.core.audit.checkpoints import Checkpoint, decode_state, encode_state
 from boxmaker.core.errors import UnavailableError
 from boxmaker.ipc.files import write_atomic
 

@@ -42,16 +42,16 @@ from boxmaker.brokerd.audit_writer import (
     AuditWriter,
     Position,
 )
-from boxmaker.core.audit_names import is_audit_file_name
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport
+from boxmaker.core.audit.checkpoints import Checkpoint, problem
+from boxmaker.core.audit.names import is_audit_file_name
+from boxmaker.core.audit.records import (
     AcceptedBreakEvent,
     RecordError,
     RecoveryEvent,
     decode_record,
 )
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.checkpoints import Checkpoint, problem
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.runbook import Runbook
 

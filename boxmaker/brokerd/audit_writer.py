@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from boxmaker.core.audit_names import audit_file_name
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.names import audit_file_name
+from boxmaker.core.audit.records import (
     AcceptedBreakEvent,
     AuditEvent,
     RecoveryEvent,

@@ -16,7 +16,7 @@ The order, for every request:
        "the requester went away", and nothing runs), run (a memory tool is sent
        to memoryd through the memory link with the session's labels as they are
        now; every other tool runs in the sandbox runtime), cut a result too large
-       for one frame (`core.frame_fit.fit_result`: marked truncated, so the record
+       for one frame (`core.wire.frame_fit.fit_result`: marked truncated, so the record
        describes what is sent), run the flag rules over what is sent (a result that
        matches one is untrusted whatever its grant says, and the Result record and
        the session's `untrusted_by` name the rule), then raise the taint and write
@@ -39,10 +39,14 @@ from boxmaker.brokerd.gateway_link import GatewayLink
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
 from boxmaker.brokerd.memory_link import NOT_CONFIGURED, MemoryLink
-from boxmaker.core.args import canonical_arguments
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.frame_fit import fit_result
-from boxmaker.core.messages import (
+from boxmaker.core.grants.args import canonical_arguments
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.policy import Ask, Decision, Denial, SessionState
+from boxmaker.core.sanitize import word_pass
+from boxmaker.core.sanitize.flagging import flag_rule, prepare
+from boxmaker.core.timestamps import add_ms
+from boxmaker.core.wire.frame_fit import fit_result
+from boxmaker.core.wire.messages import (
     DeniedResponse,
     FailedResponse,
     PendingApproval,
@@ -50,10 +54,6 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.policy import Ask, Decision, Denial, SessionState
-from boxmaker.core.sanitize import word_pass
-from boxmaker.core.sanitize.flagging import flag_rule, prepare
-from boxmaker.core.timestamps import add_ms
 from boxmaker.ipc.server import Connection
 from boxmaker.sandbox.runner import Runtime, run
 
@@ -86,7 +86,7 @@ class BrokerHandler:
             )
 
     def __call__(self, conn: Connection, request: ToolRequest) -> None:
-        """broker.sock's one kind (`core.links.LOOP_BROKER`): a tool call, decided and run."""
+        """broker.sock's one kind (`core.home.links.LOOP_BROKER`): a tool call, decided and run."""
         decided = self.ledger.decide(request, self.grants.load())
         outcome = decided.outcome
         if isinstance(outcome, Denial) or decided.seq is None:

@@ -17,13 +17,13 @@ socket path that is absent or empty means its default under `home`.
     [gateway]    socket (gatewayd's gateway.sock, for approvals over chat; "" = the
                  default under home, "none" = no approvals over chat), timeout_ms
                  (to connect and have an approval posted, and to send its outcome)
-    [secrets.<name>]  one of credential, env, file (`boxmaker.core.secrets`); read at
+    [secrets.<name>]  one of credential, env, file (`boxmaker.core.home.secrets`); read at
                  start by `serve`, which stops on one it cannot read. brokerd uses none yet
 
 `output_bytes` is capped at 262,144 so that a tool's output stays well under the
 1 MiB frame in the usual case; output whose JSON escaping would still overflow
 the frame (control characters escape to six bytes each) is cut further by
-brokerd and marked truncated (`core.frame_fit`).
+brokerd and marked truncated (`core.wire.frame_fit`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from boxmaker.core.layout import HOME_VARIABLE, client_socket, socket_path
-from boxmaker.core.links import (
+from boxmaker.core.home.layout import HOME_VARIABLE, client_socket, socket_path
+from boxmaker.core.home.links import (
     BROKER_MEMORY,
     GATEWAY,
     LINKS,
@@ -45,8 +45,8 @@ from boxmaker.core.links import (
     Role,
     links_of,
 )
-from boxmaker.core.secrets import SecretsTable
-from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.core.home.secrets import SecretsTable
+from boxmaker.core.home.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
 MAX_OUTPUT_BYTES = 262_144
@@ -61,7 +61,7 @@ class PathsSection(Section):
 class SocketsSection(Section):
     broker: str = ""
     admin: str = ""
-    # true in a root install, false in dev mode: each link's modes (`core.links`)
+    # true in a root install, false in dev mode: each link's modes (`core.home.links`)
     group_access: bool = False
 
 

@@ -49,9 +49,12 @@ from boxmaker.brokerd.admin import settle
 from boxmaker.brokerd.approvals import Pending, PendingTable, Settled
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.ledger import Ledger
-from boxmaker.core.audit_records import ApprovalAnswer
+from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.errors import BrokenError, ErrorCode, ProtocolError, RequestError
-from boxmaker.core.messages import (
+from boxmaker.core.policy import Denial
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
@@ -61,9 +64,6 @@ from boxmaker.core.messages import (
     Ok,
     ReplyAnswer,
 )
-from boxmaker.core.policy import Denial
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.timestamps import parse_timestamp
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ unchanged, and an invalid set reported once.
 I/O: lists the directory and stats every grant file at every call; reads (and
 parses) a file only when the rules below say so; logs each distinct set of
 problems once, with the runbook pointer, so a broken file does not flood the log
-at every call. The places no grant may reach (`boxmaker.core.reserved`) are
+at every call. The places no grant may reach (`boxmaker.core.grants.reserved`) are
 resolved once, when brokerd starts, with the real paths of its home, grants,
 sockets and install prefix. There is no reload signal: a change applies to the
 next call, exactly as if every file were read at every call.
@@ -12,7 +12,7 @@ next call, exactly as if every file were read at every call.
 The cache, rule by rule (checked in this order at every call):
 
     1  The directory is listed at every call, and the set is assembled from that
-       listing at every call by `core.grant_loading.assemble_grant_set`, the
+       listing at every call by `core.grants.loading.assemble_grant_set`, the
        assembly `bxctl grants check --dir` uses: a file added, removed or
        renamed, or the whole directory swapped for another, is seen at once, and
        any problem anywhere still makes the whole set invalid.
@@ -68,15 +68,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import boxmaker
-from boxmaker.core.grant_loading import (
+from boxmaker.core.grants.loading import (
     CheckedFile,
     assemble_grant_set,
     parse_grant_file,
     unreadable,
 )
-from boxmaker.core.grants import GrantProblem, GrantSet
-from boxmaker.core.layout import Home
-from boxmaker.core.reserved import install_places, reserved_places
+from boxmaker.core.grants.model import GrantProblem, GrantSet
+from boxmaker.core.grants.reserved import install_places, reserved_places
+from boxmaker.core.home.layout import Home
 from boxmaker.core.runbook import Runbook
 
 log = logging.getLogger(__name__)

@@ -48,8 +48,7 @@ from typing import Protocol
 
 from boxmaker.brokerd.audit_writer import Appended, Position, Ticket
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
-from boxmaker.core.argument_size import recorded_arguments
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditEvent,
@@ -57,14 +56,15 @@ from boxmaker.core.audit_records import (
     ResultEvent,
     ResultStatus,
 )
-from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import UnavailableError
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.grants.argument_size import recorded_arguments
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest, UntrustedBy
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide, redecide
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest, UntrustedBy
 
 log = logging.getLogger(__name__)
 

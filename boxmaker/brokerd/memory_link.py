@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from boxmaker.core.args import canonical_arguments
 from boxmaker.core.errors import RequestError
-from boxmaker.core.messages import FailedResponse, MemoryCall, ResultResponse
+from boxmaker.core.grants.args import canonical_arguments
 from boxmaker.core.policy import Decision, SessionState
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import FailedResponse, MemoryCall, ResultResponse
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

@@ -52,9 +52,9 @@ from boxmaker.brokerd.memory_link import MemoryLink
 from boxmaker.brokerd.runtimes import make_runtime
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.errors import ErrorCode, StartupError
-from boxmaker.core.layout import Home
-from boxmaker.core.links import LOOP_BROKER, OWNER_BROKER, Link, Role
-from boxmaker.core.messages import CheckpointReply, Error, Message, StatusReport, ToolRequest
+from boxmaker.core.home.layout import Home
+from boxmaker.core.home.links import LOOP_BROKER, OWNER_BROKER, Link, Role
+from boxmaker.core.wire.messages import CheckpointReply, Error, Message, StatusReport, ToolRequest
 from boxmaker.ipc.role import EXIT_OK
 from boxmaker.ipc.secrets import load_secrets
 from boxmaker.ipc.server import Handlers

@@ -31,13 +31,13 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from boxmaker.core.decisions import Strict
 from boxmaker.core.errors import DamagedError
+from boxmaker.core.home.layout import Home
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import UntrustedBy
 from boxmaker.core.policy import SessionState
+from boxmaker.core.strict import Strict
+from boxmaker.core.wire.messages import UntrustedBy
 from boxmaker.ipc.files import write_atomic
 
 

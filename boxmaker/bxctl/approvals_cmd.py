@@ -1,7 +1,7 @@
 """`bxctl approvals`, `bxctl approve ID`, `bxctl refuse ID`: the owner answers waiting calls.
 
 Everything shown comes from brokerd over admin.sock, and the arguments are
-printed as data (`boxmaker.core.escape`): nothing the model wrote can move the
+printed as data (`boxmaker.core.display.escape`): nothing the model wrote can move the
 cursor, change colours or reorder what is displayed. brokerd may send the list
 in pages (approval_list frames with `final: false`, then a final one): their
 items are joined in order.
@@ -19,9 +19,12 @@ from typing import Any, TextIO
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, out
 from boxmaker.bxctl.client import default_admin_socket, request
 from boxmaker.bxctl.stats_cmd import add_stats_options
-from boxmaker.core.decisions import DeniedRecord, DenyReason
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.messages import (
+from boxmaker.core.display.escape import escape_arguments
+from boxmaker.core.display.untrusted_origin import untrusted_since
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
+from boxmaker.core.policy import DIGEST_SHORT
+from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     Approve,
@@ -32,9 +35,6 @@ from boxmaker.core.messages import (
     PendingApproval,
     Refuse,
 )
-from boxmaker.core.policy import DIGEST_SHORT
-from boxmaker.core.timestamps import format_timestamp, parse_timestamp
-from boxmaker.core.untrusted_origin import untrusted_since
 
 SESSION_WIDTH = 16
 

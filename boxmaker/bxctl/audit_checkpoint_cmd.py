@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, err, out
-from boxmaker.core.checkpoints import GENESIS, CheckpointLine, chain_head, parse_line
-from boxmaker.core.layout import home_from
+from boxmaker.core.audit.checkpoints import GENESIS, CheckpointLine, chain_head, parse_line
+from boxmaker.core.home.layout import home_from
 from boxmaker.ipc.files import append_durable
 
 
@@ -111,9 +111,9 @@ def append_line(path: Path, line: str) -> None:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     # the wire models (pydantic) and cryptography: only for this command
     from boxmaker.bxctl.client import request
-    from boxmaker.core.checkpoints import Checkpoint, format_line
-    from boxmaker.core.layout import Home
-    from boxmaker.core.messages import AuditCheckpoint, CheckpointReply
+    from boxmaker.core.audit.checkpoints import Checkpoint, format_line
+    from boxmaker.core.home.layout import Home
+    from boxmaker.core.wire.messages import AuditCheckpoint, CheckpointReply
 
     home: Path = args.home or home_from(os.environ)
     if args.key is not None and args.append is None:

@@ -15,7 +15,7 @@ next brokerd start recovers it. The lines it prints (README.md, "The audit log")
 exit 0; or, on stdout, `<file>:<line>: <what>` and, on stderr,
 `see runbook.md#audit-chain-broken`, exit 1.
 
-Checkpoints (core.checkpoints; docs/audit-checkpoints.md): `--expect-head SEQ:HASH`
+Checkpoints (core.audit.checkpoints; docs/audit-checkpoints.md): `--expect-head SEQ:HASH`
 (repeatable) and `--checkpoints FILE` (repeatable; `--public-key PUBFILE` checks
 every line's signature too) name records the log must hold. The verifier watches
 their seqs, so the check costs nothing more than the plain pass. With
@@ -48,10 +48,9 @@ from typing import Any
 from boxmaker.bxctl import audit_checkpoint_cmd
 from boxmaker.bxctl.audit_head import head_path, read_head, write_head
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, Parser, err, out
-from boxmaker.core.audit_names import is_audit_file_name
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.checkpoints import (
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport
+from boxmaker.core.audit.checkpoints import (
     Checkpoint,
     CheckpointLine,
     chain_problems,
@@ -60,7 +59,8 @@ from boxmaker.core.checkpoints import (
     problem,
     rollback_problem,
 )
-from boxmaker.core.layout import Home, home_from
+from boxmaker.core.audit.names import is_audit_file_name
+from boxmaker.core.home.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
 
 

@@ -4,7 +4,7 @@ I/O: reads and writes one small file in the owner's own state, never inside
 `<home>`: `--head-file FILE`, else `$XDG_STATE_HOME/boxmaker/audit-head`, else
 `~/.local/state/boxmaker/audit-head`. It is replaced atomically
 (`boxmaker.ipc.files.write_atomic`, 0600; its directory is created 0700). Its
-format is core.checkpoints' head file: a `#` note and one checkpoint line.
+format is core.audit.checkpoints' head file: a `#` note and one checkpoint line.
 
 A missing file is no head (a first verify); a file that is not a head file is an
 error, never a fresh start: whoever could delete the head unseen could roll the
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from boxmaker.bxctl.cli import EXIT_USAGE, CliError
-from boxmaker.core.checkpoints import CheckpointLine, decode_head, encode_head
+from boxmaker.core.audit.checkpoints import CheckpointLine, decode_head, encode_head
 from boxmaker.ipc.files import write_atomic
 
 HEAD_NAME = Path("boxmaker") / "audit-head"

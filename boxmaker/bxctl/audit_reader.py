@@ -2,7 +2,7 @@
 
 I/O: reads `<audit dir>/YYYY-MM-DD.jsonl` in name order, 8 MiB at a time, so a
 log of any size is read in bounded memory; writes nothing. Lines are decoded
-through the fast views of `boxmaker.core.audit_views` (a whole block at once),
+through the fast views of `boxmaker.core.audit.views` (a whole block at once),
 and a line they do not take goes through the pydantic models. It does not check
 the chain (`bxctl audit verify` does): a line that is not a record (a torn
 final line, damage) is skipped and counted in `skipped`.
@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from boxmaker.bxctl.cli import CliError
-from boxmaker.core.audit_names import is_audit_file_name
-from boxmaker.core.audit_records import RecordError, decode_record
-from boxmaker.core.audit_views import RecordView, decode_view, decode_views, view_of_model
+from boxmaker.core.audit.names import is_audit_file_name
+from boxmaker.core.audit.records import RecordError, decode_record
+from boxmaker.core.audit.views import RecordView, decode_view, decode_views, view_of_model
 
 _BLOCK = 8 << 20
 

@@ -65,10 +65,12 @@ import orjson
 from boxmaker.bxctl.approvals_cmd import approve, pending_items, refuse, write_block
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser
 from boxmaker.bxctl.client import LOOPD, default_admin_socket, default_loop_socket, stream
-from boxmaker.core.compaction_plan import compacted_line
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.escape import escape_arguments, escape_model_text
-from boxmaker.core.messages import (
+from boxmaker.core.display.escape import escape_arguments, escape_model_text
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.model.compaction_plan import compacted_line
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalPendingEvent,
     Compact,
     ContentEvent,
@@ -83,8 +85,6 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.timestamps import format_timestamp
 
 RESET = "\x1b[0m"
 DIM = "\x1b[2m"

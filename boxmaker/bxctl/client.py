@@ -2,7 +2,7 @@
 
 A failure to connect, a closed connection before the final answer, a timeout or
 an `error` answer becomes a `CliError` with one line naming the socket and what
-to do. Every socket is found under `BOXMAKER_HOME` (core.layout) unless an
+to do. Every socket is found under `BOXMAKER_HOME` (core.home.layout) unless an
 option names it.
 """
 
@@ -20,9 +20,9 @@ from boxmaker.core.errors import (
     TimedOutError,
     UnreachableError,
 )
-from boxmaker.core.layout import Home, home_from
-from boxmaker.core.messages import Envelope, Error, Message
+from boxmaker.core.home.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import Envelope, Error, Message
 from boxmaker.ipc.client import answers
 
 TIMEOUT_S = 30.0

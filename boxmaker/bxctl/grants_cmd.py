@@ -20,15 +20,15 @@ import boxmaker
 from boxmaker.bxctl import suggest_cmd
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
 from boxmaker.bxctl.client import default_admin_socket, home_dir, request
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.grant_loading import load_grant_dir
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.grants.loading import load_grant_dir
+from boxmaker.core.grants.model import GrantSet
+from boxmaker.core.grants.reserved import install_places, reserved_places
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import CheckGrants, GrantsReport, ToolRequest
 from boxmaker.core.policy import UNTRUSTED, Ask, Decision, Denial, SessionState, decide
-from boxmaker.core.reserved import install_places, reserved_places
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
+from boxmaker.core.wire.messages import CheckGrants, GrantsReport, ToolRequest
 
 
 def add_parser(commands: Any) -> None:

@@ -2,7 +2,7 @@
 
 I/O: see `install_steps`; this module decides what the layout is.
 
-Run as root, it lays out what the link table says (`boxmaker.core.links`): each
+Run as root, it lays out what the link table says (`boxmaker.core.home.links`): each
 role its own user (bx-broker, bx-memory, bx-loop, bx-gateway), each link a group
 holding exactly its client roles' users (the owner's user, for the owner's
 links), and each link's directory, `<home>/run/<directory>/`, the serving role's
@@ -39,7 +39,7 @@ Dev mode also makes a small workspace (`--workspace`, default
 the example deny grant keeps from the model, and `scratch/`; and the example
 grants it seeds point there instead of at `/home/owner`, so they work on a
 fresh machine. The workspace must lie outside every place no grant may reach
-(boxmaker's home, grants, install prefix and checkout: `boxmaker.core.reserved`).
+(boxmaker's home, grants, install prefix and checkout: `boxmaker.core.grants.reserved`).
 
 Last, it probes the model: `loopd probe` (as loopd's user in a root install)
 loads it in a child process and generates a few tokens, so a llama-cpp-python
@@ -77,10 +77,10 @@ from boxmaker.bxctl.boot_unit import (
 )
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.install_steps import Bytecode, Command, Directory, File, Group, Step, User
-from boxmaker.core.layout import Home
-from boxmaker.core.links import LINKS, ROLE_USERS, Link, Role
-from boxmaker.core.paths import path_problem
-from boxmaker.core.reserved import install_places, reserved_places, reserved_problem
+from boxmaker.core.grants.paths import path_problem
+from boxmaker.core.grants.reserved import install_places, reserved_places, reserved_problem
+from boxmaker.core.home.layout import Home
+from boxmaker.core.home.links import LINKS, ROLE_USERS, Link, Role
 from boxmaker.core.runbook import Runbook
 
 PACKAGE_DIR = Path(boxmaker.__file__).parent  # whose bytecode the roles load

@@ -2,7 +2,7 @@
 
 I/O: one request on memoryd's owner socket (`owner-memory/admin.sock` under
 `BOXMAKER_HOME`, or `--socket`). bxctl never imports memoryd: it only talks to
-it. The journal's lines are printed as data (`boxmaker.core.escape`), oldest
+it. The journal's lines are printed as data (`boxmaker.core.display.escape`), oldest
 first, newest last, so nothing in them can move the cursor or change colours.
 After them, `memory log` names the identity entries the memory block leaves out
 now, one line each with its file and rule (`over-budget`: no room; a refuse rule;
@@ -22,8 +22,9 @@ from typing import Any
 
 from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.client import MEMORYD, default_memory_socket, stream
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.messages import (
+from boxmaker.core.display.escape import escape_arguments
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import (
     MAX_MEMORY_LOG,
     Error,
     MemoryLog,
@@ -32,7 +33,6 @@ from boxmaker.core.messages import (
     Reindex,
     Reindexed,
 )
-from boxmaker.core.runbook import Runbook
 
 DEFAULT_LIMIT = 20
 _FILES = {"memory": "memory.md", "user": "user.md"}  # memoryd's files, as the owner knows them

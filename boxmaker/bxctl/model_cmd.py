@@ -10,7 +10,7 @@ It ends: loopd's check stops itself after `--timeout` seconds (its report in a c
 process bounded in time and memory, `boxmaker.loopd.check_process`); should loopd's
 check itself not end by `--timeout` and a margin, bxctl kills it (its whole process
 group) and says so in one line. Every line loopd prints is passed on escaped
-(`core.escape.escape_arguments`: loopd escapes the file's text already; this is the
+(`core.display.escape.escape_arguments`: loopd escapes the file's text already; this is the
 terminal's guard), so nothing of a model file reaches the terminal as control.
 
 Exit status: loopd's (0: loopd would start on the file; 1: it would not, each
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from boxmaker.bxctl.cli import EXIT_USAGE, CliError, Parser, out
-from boxmaker.core.escape import escape_arguments
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.runbook import Runbook
 
 TIMEOUT_S = 120.0  # loopd check's own default

@@ -35,7 +35,7 @@ The rules of this command:
    was found (`U+202E RIGHT-TO-LEFT OVERRIDE`, `ghp_…`, a tag) and is printed
    bare. In both, a backslash is doubled and every hidden character (controls,
    newline and tab included, format and bidi characters, private use;
-   `boxmaker.core.escape`) is spelled `\\uhhhh`, so an excerpt cannot move the
+   `boxmaker.core.display.escape`) is spelled `\\uhhhh`, so an excerpt cannot move the
    cursor, hide text or reorder the line, and reads one way.
 5. Nothing fires: `sanitize: ok`, exit 0 (`EXIT_OK`). Something fires: its lines
    on stdout, `see runbook.md#sanitizer-rules` on stderr, exit 1 (`EXIT_PROBLEM`).
@@ -50,7 +50,7 @@ from typing import Any, BinaryIO
 
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CliError, Parser, err, out
 from boxmaker.core import sanitize
-from boxmaker.core.escape import escape_arguments
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import Action, Finding
 

@@ -9,10 +9,10 @@ existing file). Imported only by the commands that take a key, so that a plain
     public key   one line `ed25519:<base64 of the 32 raw bytes>`; a PEM public
                  key (`openssl pkey -pubout`) is read too
     key id       the first 16 hex characters of the sha256 of the 32 raw bytes
-    signature    Ed25519 over core.checkpoints.signed_payload, base64 (88 characters)
+    signature    Ed25519 over core.audit.checkpoints.signed_payload, base64 (88 characters)
 
 A sealed line is `SEQ:HEAD TIME prev=<hash> key=<key id> sig=<signature>`, `prev`
-being the hash of the sealed line before it (core.checkpoints): without the owner's
+being the hash of the sealed line before it (core.audit.checkpoints): without the owner's
 private key, nobody can forge a line, change one, or close the gap left by a line
 deleted, moved or inserted.
 """
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from boxmaker.bxctl.cli import CliError
-from boxmaker.core.checkpoints import Checkpoint, CheckpointLine, Seal, signed_payload
+from boxmaker.core.audit.checkpoints import Checkpoint, CheckpointLine, Seal, signed_payload
 
 PUBLIC_PREFIX = "ed25519:"
 

@@ -27,7 +27,7 @@ it; null: brokerd was not reached).
 `show ID` prints the log as the owner reads it, page after page as loopd sends
 them (`session_entries`, `next`): each entry a head line `[index] type`, with the
 tool's name and `untrusted` where they apply, then its text, then a blank line.
-Every text is printed as data (`core.escape.escape_model_text`, as `bxctl chat`
+Every text is printed as data (`core.display.escape.escape_model_text`, as `bxctl chat`
 prints the model's words): controls, bidi and invisible characters appear as
 `\\uXXXX`. An entry loopd cut to fit an answer ends with a line saying so. `--json`
 prints each entry as one JSON line, escaped the same way.
@@ -67,10 +67,10 @@ from boxmaker.bxctl.client import (
     request,
     stream,
 )
-from boxmaker.core.escape import escape_arguments, escape_model_text
+from boxmaker.core.display.escape import escape_arguments, escape_model_text
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     Compact,
     Error,
     Message,

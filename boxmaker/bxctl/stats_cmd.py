@@ -1,7 +1,7 @@
 """`bxctl approvals --stats`: how the owner has answered asks, per grant, from the audit log.
 
 I/O: reads the audit log (`audit_reader`; no daemon is asked) and prints the
-figures of `boxmaker.core.approval_stats`. Text, one row per grant (most asks
+figures of `boxmaker.core.audit.approval_stats`. Text, one row per grant (most asks
 first) and a total:
 
     grant          asks  approved  refused  expired  abandoned  rate  median   p90
@@ -34,9 +34,9 @@ import orjson
 
 from boxmaker.bxctl.audit_reader import AuditReader
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_USAGE, CliError, Parser, err, out
-from boxmaker.core.approval_stats import ApprovalStats, GrantStats, approval_stats
-from boxmaker.core.ask_history import AskHistory
-from boxmaker.core.layout import Home, home_from
+from boxmaker.core.audit.approval_stats import ApprovalStats, GrantStats, approval_stats
+from boxmaker.core.audit.ask_history import AskHistory
+from boxmaker.core.home.layout import Home, home_from
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -4,7 +4,7 @@ I/O: reads the audit log (`audit_reader`) and the grants directory, and writes
 one new file, `--out`, which must not exist yet and must lie outside the grants
 directory and boxmaker's home: the suggestion is never applied by this command.
 The owner reviews it and moves it into the grants directory by hand. What
-qualifies is `boxmaker.core.grant_suggest`'s to say. It prints
+qualifies is `boxmaker.core.audit.grant_suggest`'s to say. It prints
 
     wrote <out>: grant <g> narrowed to <paths|hosts>, mode auto, from <n> approvals
     not applied: review it, then move it into <grants dir> by hand
@@ -26,12 +26,12 @@ from typing import Any
 import boxmaker
 from boxmaker.bxctl.audit_reader import AuditReader
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_USAGE, CliError, Parser, out
-from boxmaker.core.ask_history import AskHistory
-from boxmaker.core.grant_loading import load_grant_dir
-from boxmaker.core.grant_suggest import Suggestion, suggest_grants
-from boxmaker.core.layout import Home, home_from
-from boxmaker.core.paths import is_inside
-from boxmaker.core.reserved import Place, install_places, reserved_places
+from boxmaker.core.audit.ask_history import AskHistory
+from boxmaker.core.audit.grant_suggest import Suggestion, suggest_grants
+from boxmaker.core.grants.loading import load_grant_dir
+from boxmaker.core.grants.paths import is_inside
+from boxmaker.core.grants.reserved import Place, install_places, reserved_places
+from boxmaker.core.home.layout import Home, home_from
 
 DEFAULT_GRANTS = Path("/etc/boxmaker/grants")  # brokerd's `[paths] grants` default
 DEFAULT_MIN_APPROVALS = 3

@@ -5,17 +5,17 @@
     ├── MisuseError        our own code broke a rule of an API it calls (a bug, never the
     │   │                  peer's ProtocolError): an answer after the final one, a second
     │   │                  request, an empty frame
-    │   └── FrameTooLargeError   a payload of ours over one frame (core/frames); nothing was
+    │   └── FrameTooLargeError   a payload of ours over one frame (core/wire/frames); nothing was
     │                            sent (ipc's client raises RequestTooLargeError for it)
     ├── ArgsError          a tool's arguments do not parse or fail the form checks (ValueError)
     ├── ConfigError        a configuration file or variable is wrong (ValueError)
     │   ├── ContextFitError    `[model] context` or `memory_mib` cannot be honoured
-    │   │                      (core/context_fit)
-    │   └── OffloadError       the GPU keys ask for what this build cannot do (core/offload)
+    │   │                      (core/model/context_fit)
+    │   └── OffloadError       the GPU keys ask for what this build cannot do (core/model/offload)
     ├── StartupError       a role cannot start: one line saying what to do (exit status 1)
     ├── DamagedError       a file a role keeps does not read back; the text names the file
     │   │                  (and the line)
-    │   ├── RecordError            an audit line (core/audit_records; ValueError)
+    │   ├── RecordError            an audit line (core/audit/records; ValueError)
     │   ├── StateUnreadableError   a session's state file (brokerd/session_state)
     │   ├── SessionLogDamagedError a session's log (loopd/session_log)
     │   ├── JournalDamagedError    memoryd's journal (memoryd/journal; ValueError)
@@ -28,9 +28,10 @@
     │   ├── CheckpointUnavailableError no checkpoint can be taken (brokerd/audit_checkpoint)
     │   ├── MemoryUnavailableError     memoryd gave no memory block (loopd/memory_port)
     │   └── CgroupError                per-call cgroups cannot be made (sandbox/cgroups)
-    ├── TemplateError      the model's chat template cannot be rendered (core/template_sandbox;
-    │   │                  ValueError)
-    │   └── TemplateUnusableError  it renders, not so loopd can follow it (core/template_prompt)
+    ├── TemplateError      the model's chat template cannot be rendered
+    │   │                  (core/model/template_sandbox; ValueError)
+    │   └── TemplateUnusableError  it renders, not so loopd can follow it
+    │                              (core/model/template_prompt)
     ├── ContextFullError   the conversation no longer fits the model's context (loopd/model)
     ├── TurnRefusedError   a turn cannot start; carries the wire code (loopd/turn)
     ├── NoSuchSessionError `session_show` of a session with no log (loopd/session_view)

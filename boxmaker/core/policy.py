@@ -24,7 +24,7 @@ Matching, for a call to tool T at session taint S:
     4. The result's label is combined over every grant left after step 2: the
        highest result_class, and untrusted if any is.
     5. A shell call also answers to the file grants of the other tools
-       (`boxmaker.core.views`): their deny grants are among its candidates in
+       (`boxmaker.core.grants.shell_view`): their deny grants are among its candidates in
        step 1, matched by cwd; and when it runs, a deny over one of its mounts
        hides that mount, a deny inside one is masked, and every grant
        overlapping a kept mount raises its label.
@@ -32,7 +32,7 @@ Matching, for a call to tool T at session taint S:
        else taint_too_high if one dropped out by taint alone, else no_grant.
 
 Before matching: a grant set with problems denies (grants_invalid), a tool that
-is not a row of the tool table (`core.tools`) denies (no_grant), and arguments
+is not a row of the tool table (`core.grants.tools`) denies (no_grant), and arguments
 that do not parse deny (invalid_arguments, with the parser's explanation as the
 detail).
 
@@ -41,7 +41,7 @@ sha256 of the compact JSON object
 
     {"tool", "arguments", "grant", "grant_sha256", "taint"}
 
-in that order: the tool, the canonical arguments (`core.args.canonical_arguments`),
+in that order: the tool, the canonical arguments (`core.grants.args.canonical_arguments`),
 the matched grant's id and its file's hash, and the session's taint when it was
 decided. `redecide` gives the call the owner approved only if the re-decision
 has the same digest: a denial of the re-decision is that denial; otherwise a
@@ -60,22 +60,20 @@ from typing import Any, NoReturn
 
 import orjson
 
-from boxmaker.core.args import canonical_arguments, parse_arguments
-from boxmaker.core.decisions import (
+from boxmaker.core.errors import ArgsError
+from boxmaker.core.grants.args import canonical_arguments, parse_arguments
+from boxmaker.core.grants.decisions import (
     AllowedRecord,
     AskRecord,
     DecisionRecord,
     DeniedRecord,
     DenyReason,
 )
-from boxmaker.core.errors import ArgsError
-from boxmaker.core.grants import Grant, GrantSet, Mode
-from boxmaker.core.hashes import sha256_hex
-from boxmaker.core.hosts import host_matches
-from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.messages import ToolRequest, UntrustedBy
-from boxmaker.core.paths import is_inside
-from boxmaker.core.tools import (
+from boxmaker.core.grants.hosts import host_matches
+from boxmaker.core.grants.model import Grant, GrantSet, Mode
+from boxmaker.core.grants.paths import is_inside
+from boxmaker.core.grants.shell_view import deny_candidates, shell_view
+from boxmaker.core.grants.tools import (
     HttpFetchArgs,
     ReadFileArgs,
     ShellArgs,
@@ -84,7 +82,9 @@ from boxmaker.core.tools import (
     WriteFileArgs,
     tool_name,
 )
-from boxmaker.core.views import deny_candidates, shell_view
+from boxmaker.core.hashes import sha256_hex
+from boxmaker.core.labels import DataClass, highest
+from boxmaker.core.wire.messages import ToolRequest, UntrustedBy
 
 MAX_DETAIL = 300
 

@@ -9,12 +9,12 @@ loopd or the model): the approval id, tool, session, grant, taint, expiry, the
 digest the approval is bound to (its first 12 hex characters, as `bxctl
 approvals` shows it), the call that made the session untrusted (when it is) and
 the flag rule its result matched, if that is what did, in `bxctl approvals`'
-words (`core.untrusted_origin`), and the canonical arguments. The fields are
+words (`core.display.untrusted_origin`), and the canonical arguments. The fields are
 shown as data in one fenced code block whose fence is longer than any run of
 backticks inside it, so nothing in them can
 close the block and be read as Markdown (no link, image, mention or emphasis);
-hidden characters (`core.hidden_chars`: controls, bidi and zero-width
-characters, ...) are shown in JSON's `\\uhhhh` spelling (`core.escape`), so
+hidden characters (`core.display.hidden_chars`: controls, bidi and zero-width
+characters, ...) are shown in JSON's `\\uhhhh` spelling (`core.display.escape`), so
 what the owner reads is what brokerd decides on. Arguments too long for one
 post are cut, and the post says so and where to read them whole (`bxctl
 approvals`). Then the instructions: react with an approve or a refuse emoji, or
@@ -54,9 +54,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from boxmaker.core.audit_records import ApprovalAnswer
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import ApprovalAnswer
+from boxmaker.core.display.escape import escape_arguments
+from boxmaker.core.display.untrusted_origin import untrusted_since
+from boxmaker.core.policy import DIGEST_SHORT
+from boxmaker.core.wire.messages import (
     BY_BXCTL,
     MAX_REASON_CHARS,
     ApprovalOutcome,
@@ -64,8 +66,6 @@ from boxmaker.core.messages import (
     ReplyAnswer,
     check_reason,
 )
-from boxmaker.core.policy import DIGEST_SHORT
-from boxmaker.core.untrusted_origin import untrusted_since
 
 # reactions (Mattermost emoji names) that answer an approval post
 APPROVE_EMOJI = frozenset({"white_check_mark", "heavy_check_mark", "+1"})

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.messages import (
+from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
@@ -49,7 +50,6 @@ from boxmaker.core.messages import (
     PendingApproval,
     ReplyAnswer,
 )
-from boxmaker.core.timestamps import format_timestamp
 from boxmaker.gatewayd import approval_rules as rules
 from boxmaker.gatewayd.mm_model import MattermostError, Posted, PostEdited, ReactionAdded
 from boxmaker.gatewayd.turns import Chat, Owner
@@ -105,7 +105,7 @@ class ApprovalDesk:
     # --- gateway.sock (threads) ---------------------------------------------------------
 
     def handlers(self) -> Handlers:
-        """gateway.sock's handler of each kind it accepts (`core.links.GATEWAY`)."""
+        """gateway.sock's handler of each kind it accepts (`core.home.links.GATEWAY`)."""
         return {ApprovalRequest: self._request, ApprovalOutcome: self._answer_outcome}
 
     def _answer_outcome(self, conn: Connection, outcome: ApprovalOutcome) -> None:

@@ -15,7 +15,7 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
     [loop]        socket (loopd's loop.sock), timeout_ms (the longest wait for
                   loopd's next answer in a turn)
     [sockets]     gateway (gateway.sock, for brokerd), group_access
-    [secrets.mattermost_token]  where the bot's token is read (`core.secrets`);
+    [secrets.mattermost_token]  where the bot's token is read (`core.home.secrets`);
                   required once `url` is set
 """
 
@@ -29,10 +29,10 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import HOME_VARIABLE, Home, socket_path
-from boxmaker.core.links import GATEWAY, LOOP
-from boxmaker.core.secrets import SecretsTable
-from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.core.home.layout import HOME_VARIABLE, Home, socket_path
+from boxmaker.core.home.links import GATEWAY, LOOP
+from boxmaker.core.home.secrets import SecretsTable
+from boxmaker.core.home.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
@@ -80,7 +80,7 @@ class LoopSection(Section):
 
 class SocketsSection(Section):
     gateway: str = ""
-    # true in a root install, false in dev mode: each link's modes (`core.links`)
+    # true in a root install, false in dev mode: each link's modes (`core.home.links`)
     group_access: bool = False
 
 

@@ -2,7 +2,7 @@
 
 I/O: Mattermost (through the client) and standard output. It posts ONE message
 in the owner's direct channel with the bot, built the way gatewayd builds an
-untrusted reply (`core.reply_escape`: a Markdown image and a bare URL, both as
+untrusted reply (`core.display.reply_escape`: a Markdown image and a bare URL, both as
 code, the notice, `unsafe_links`), waits `wait_s` for the server to process
 it, reads the post back and prints what the server says it fetched or would
 preview (`metadata.embeds`, `metadata.images`). Both must be empty; exit 0
@@ -17,7 +17,7 @@ import asyncio
 import json
 import sys
 
-from boxmaker.core.reply_escape import escape_reply
+from boxmaker.core.display.reply_escape import escape_reply
 from boxmaker.gatewayd.config import GatewaydConfig
 from boxmaker.gatewayd.mattermost import MattermostClient
 

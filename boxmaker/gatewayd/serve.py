@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.links import GATEWAY, Role
+from boxmaker.core.home.links import GATEWAY, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.config import TOKEN, GatewaydConfig
@@ -257,7 +257,7 @@ def serve(config: GatewaydConfig) -> int:
     """Run gatewayd until SIGTERM; the exit status."""
     secrets = load_secrets({TOKEN: config.secrets[TOKEN]})
     try:
-        # aiohttp takes the header as a str: a copy that cannot be wiped (core.secrets)
+        # aiohttp takes the header as a str: a copy that cannot be wiped (core.home.secrets)
         token = secrets[TOKEN].reveal().decode("utf-8", "strict")
         daemon = Gatewayd(config, token, lambda: os.kill(os.getpid(), signal.SIGTERM))
         return serve_daemon(daemon, f"gateway={config.gateway_socket} loop={config.loop_socket}")

@@ -14,7 +14,7 @@ a worker thread) and Mattermost (the client). The rules:
    a reply in its thread resumes `mm-<root id>`. The answer is posted in the
    thread, so a conversation reads as one thread.
 3. **Streaming**: the answer post is made at once (`…`), then patched with the
-   whole text so far, escaped from scratch (`core.reply_escape`), at most once
+   whole text so far, escaped from scratch (`core.display.reply_escape`), at most once
    every `edit_interval_ms`. While the turn runs nobody knows yet whether it
    will read untrusted content, so every streamed edit is escaped as
    untrusted (links as code, `unsafe_links`), with `…` where the notice would
@@ -30,7 +30,7 @@ a worker thread) and Mattermost (the client). The rules:
 5. **Long replies**: a final reply whose escaped text passes one post's length
    (16,383 characters) goes on in follow-up posts in the thread, each escaped
    from scratch, every part but the last saying it goes on
-   (`core.reply_parts`); while it streams, the answer post shows its first part.
+   (`core.display.reply_parts`); while it streams, the answer post shows its first part.
 6. **Failures** are said in the answer post in one line: loopd unreachable,
    busy or refusing the turn (its error's own text), or a turn cut off; with
    `see runbook.md#loopd-unavailable` where loopd could not be reached. The
@@ -38,7 +38,7 @@ a worker thread) and Mattermost (the client). The rules:
 7. **`/compact` is refused** (`is_compact`: a post that is `/compact` and nothing
    else, spaces aside): one post of gatewayd's own in the thread names the
    owner's command, `bxctl sessions compact mm-<root id>`, and nothing goes to
-   loopd. Compacting is the owner's alone on loop.sock (`core.links` rule 5: it
+   loopd. Compacting is the owner's alone on loop.sock (`core.home.links` rule 5: it
    rewrites a session's history into a summary the model writes), and
    gatewayd's user is not the owner; a thread that grows long is compacted by
    loopd itself during a turn (rule 4). Sent as a turn instead, it would be
@@ -57,9 +57,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from boxmaker.core.compaction_plan import compacted_line
+from boxmaker.core.display.reply_escape import NOTICE, escape_reply
+from boxmaker.core.display.reply_parts import MAX_POST_CHARS, split_reply
 from boxmaker.core.errors import RequestError
-from boxmaker.core.messages import (
+from boxmaker.core.model.compaction_plan import compacted_line
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import (
     ContentEvent,
     ContextCompactedEvent,
     Envelope,
@@ -68,9 +71,6 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.reply_escape import NOTICE, escape_reply
-from boxmaker.core.reply_parts import MAX_POST_CHARS, split_reply
-from boxmaker.core.runbook import Runbook
 from boxmaker.gatewayd.mm_model import MattermostError, Post
 from boxmaker.ipc.client import Request
 

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import (
     BrokenError,
     FrameTooLargeError,
@@ -38,7 +37,8 @@ from boxmaker.core.errors import (
     TimedOutError,
     UnreachableError,
 )
-from boxmaker.core.messages import Envelope, Message
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.messages import Envelope, Message
 
 CONNECT_TIMEOUT_S = 30.0
 POLL_S = 0.25

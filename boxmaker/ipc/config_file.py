@@ -2,7 +2,7 @@
 
 I/O: reads the TOML file (pydantic-settings' TOML source) once. The checks of
 what it says (unknown keys and variables, types, `[paths] home`'s default) are
-`boxmaker.core.settings_check.settings_from`'s; this module only finds and
+`boxmaker.core.home.settings_check.settings_from`'s; this module only finds and
 parses the file, and says in one line when it cannot: no such file (`check
 --config`), or not TOML (with the parser's line and column).
 """
@@ -17,8 +17,8 @@ from typing import TypeVar, cast
 from pydantic_settings import BaseSettings, TomlConfigSettingsSource
 
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.layout import DEFAULT_HOME, HOME_VARIABLE
-from boxmaker.core.settings_check import RoleSettings, settings_from
+from boxmaker.core.home.layout import DEFAULT_HOME, HOME_VARIABLE
+from boxmaker.core.home.settings_check import RoleSettings, settings_from
 
 S = TypeVar("S", bound=RoleSettings)
 

@@ -1,4 +1,4 @@
-"""Who a socket's client is, by its peer credentials: the role `core.links` rule 5 asks for.
+"""Who a socket's client is, by its peer credentials: the role `core.home.links` rule 5 asks for.
 
 I/O: `SO_PEERCRED` of an accepted Unix socket (`peer_uid`), and the user database
 (`pwd`) once at start (`peers_for`). The rules:
@@ -13,7 +13,7 @@ I/O: `SO_PEERCRED` of an accepted Unix socket (`peer_uid`), and the user databas
        who connected. Any other peer (gatewayd's user, a member the install did
        not add, root) is no client role in particular (None): it may send the
        kinds open to every peer and no other.
-    3. The owner is never a role's user: a name of `core.links.ROLE_USERS`, or a
+    3. The owner is never a role's user: a name of `core.home.links.ROLE_USERS`, or a
        user with the uid of one, is a StartupError, so gatewayd's user can never
        be taken for the owner.
     4. A root install that names no owner (a loopd.toml written before the key
@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.links import ROLE_USERS, Role
+from boxmaker.core.home.links import ROLE_USERS, Role
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 

@@ -4,7 +4,7 @@ I/O: the files named (and `$CREDENTIALS_DIRECTORY`), the environment given (a
 variable read is removed from it), and the log: a warning for each secret read
 from a file, an info line naming what was loaded, a debug line per secret (its
 masked repr). The rules and what is guaranteed about the value are
-`boxmaker.core.secrets`'; here is only how a read keeps them:
+`boxmaker.core.home.secrets`'; here is only how a read keeps them:
 
 - A credential or file is opened with O_RDONLY|O_NOFOLLOW|O_CLOEXEC, plus
   O_NONBLOCK (a FIFO planted at the path must not hang the start; it is then
@@ -22,7 +22,7 @@ masked repr). The rules and what is guaranteed about the value are
   inherits it. With `os.environ` this also unsets it in the C environment.
 
 `load_secrets` raises `StartupError` with the one line of
-`boxmaker.core.secrets.unavailable` at the first secret that cannot be read, after
+`boxmaker.core.home.secrets.unavailable` at the first secret that cannot be read, after
 wiping those already read. `run_role` logs it and exits 1.
 """
 
@@ -35,7 +35,7 @@ import stat
 from collections.abc import Mapping, MutableMapping
 
 from boxmaker.core.errors import BoxmakerError, StartupError
-from boxmaker.core.secrets import (
+from boxmaker.core.home.secrets import (
     Secret,
     SecretPlace,
     Secrets,

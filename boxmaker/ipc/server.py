@@ -1,7 +1,7 @@
 """The one socket server of every role: binding, accepting, and one connection's I/O.
 
 I/O: the file system (a link's directory and socket modes) and Unix sockets. The
-rules of a connection (one request, answers, final) are `boxmaker.core.connection`'s;
+rules of a connection (one request, answers, final) are `boxmaker.core.wire.connection`'s;
 this module moves bytes and keeps time. The rules, per listening socket:
 
     1. Each accepted connection is served in a thread of its own, and at most `cap`
@@ -29,9 +29,9 @@ this module moves bytes and keeps time. The rules, per listening socket:
        traceback) at most every LOG_EVERY_S seconds, with how many there were.
     4. The request must be complete within the request deadline (`timeout_s` from
        accepting), however its bytes trickle in. Its kind must be one the socket's
-       link accepts (`core.links`), else it is answered `forbidden` and logged with
+       link accepts (`core.home.links`), else it is answered `forbidden` and logged with
        the socket-forbidden pointer. A kind the link keeps for some client roles
-       (`core.links` rule 5) must come from a peer of one of them: the peer's uid
+       (`core.home.links` rule 5) must come from a peer of one of them: the peer's uid
        (`SO_PEERCRED`, read only for such a kind) is given its role by the socket's
        `Peers` (`ipc.peers`), and any other peer is answered `forbidden`, logged
        with its uid and the socket-owner-only pointer. Else the request goes to
@@ -68,12 +68,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from boxmaker.core.connection import ServerConnection
 from boxmaker.core.errors import BoxmakerError, ErrorCode, MisuseError, ProtocolError, StartupError
-from boxmaker.core.frames import MAX_FRAME, PREFIX
-from boxmaker.core.links import DEV, Link, LinkModes, Role, kind_of
-from boxmaker.core.messages import Envelope, Error, Message
+from boxmaker.core.home.links import DEV, Link, LinkModes, Role, kind_of
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.connection import ServerConnection
+from boxmaker.core.wire.frames import MAX_FRAME, PREFIX
+from boxmaker.core.wire.messages import Envelope, Error, Message
 from boxmaker.ipc.peers import NO_OWNER, Peers, peer_uid
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ class Connection:
             return envelope
 
     def _check_sender(self, kind: str) -> None:
-        """ProtocolError `forbidden` unless the peer may send `kind` (rule 4, `core.links`
+        """ProtocolError `forbidden` unless the peer may send `kind` (rule 4, `core.home.links`
         rule 5); the peer's credentials are read only for a kind the link keeps."""
         roles = self.rules.link.senders_of(kind)
         if roles is None:

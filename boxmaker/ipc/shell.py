@@ -53,10 +53,10 @@ from typing import Protocol
 
 from boxmaker import __version__
 from boxmaker.core.errors import StartupError
-from boxmaker.core.links import Link, Role
-from boxmaker.core.messages import Status, StatusReport
+from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import Status, StatusReport
 from boxmaker.ipc.peers import peers_for
 from boxmaker.ipc.role import EXIT_OK, block_stop_signals, wait_for_stop
 from boxmaker.ipc.server import (
@@ -102,10 +102,10 @@ class RoleSockets:
         owner: str = "",
     ) -> None:
         """`owner`: a root install's owner's user, the one peer that may send the owner's
-        kept kinds (`core.links` rule 5); "" names none."""
+        kept kinds (`core.home.links` rule 5); "" names none."""
         self.role = role
         self.endpoints = tuple(endpoints)
-        self.group_access = group_access  # a root install's modes (`core.links`), else dev's
+        self.group_access = group_access  # a root install's modes (`core.home.links`), else dev's
         self.owner = owner
         self.stopping = threading.Event()
         self.started = clock()

@@ -2,7 +2,7 @@
 
 Started by `boxmaker.ipc.template_worker` as a fresh interpreter (never forked
 from loopd, whose address space holds the model), with `MEMORY_MIB` as its argument. Its
-I/O: frames of `core.template_wire` on stdin (requests) and stdout (answers),
+I/O: frames of `core.wire.template_wire` on stdin (requests) and stdout (answers),
 nothing else; stderr goes nowhere. The rules, in the order they apply:
 
 1. **Caps first.** Before it reads a request it caps its own address space
@@ -15,7 +15,7 @@ nothing else; stderr goes nowhere. The rules, in the order they apply:
    to what it has used plus the request's time bound, twice over, plus 2 s (or
    what its parent allowed, if less): the parent's wall-clock kill comes first;
    this one ends a child whose parent is gone (SIGXCPU).
-3. **The first line runs inside.** Each template is a `core.template_sandbox`
+3. **The first line runs inside.** Each template is a `core.model.template_sandbox`
    `ChatTemplate`, with the clock of this process and the bounds the parent
    sent; its refusals go back as they are. The child holds the `HELD`
    templates compiled last; a render of another is answered `unknown`.
@@ -33,8 +33,8 @@ from collections import OrderedDict
 from datetime import datetime
 
 from boxmaker.core.errors import ProtocolError
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
-from boxmaker.core.template_wire import (
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.wire.template_wire import (
     Compile,
     Decoder,
     Done,

@@ -1,9 +1,9 @@
 """Chat templates compiled and rendered in a child process, bounded whatever jinja2 does.
 
 Its I/O: one child process (`boxmaker.ipc.template_child`) and the pipes to
-it. `core.template_sandbox` bounds a template's every operation it knows of;
+it. `core.model.template_sandbox` bounds a template's every operation it knows of;
 this is the floor under it, for whatever it does not know of. `WorkerTemplate`
-is `ChatTemplate`'s stand-in (`core.template_sandbox.TemplateRenderer`): the same
+is `ChatTemplate`'s stand-in (`core.model.template_sandbox.TemplateRenderer`): the same
 construction but the clock, the same `render`, the same text, the same
 `TemplateError`s. The rules:
 
@@ -23,7 +23,7 @@ construction but the clock, the same `render`, the same text, the same
    render of a long session is bounded like the sample's. The child's CPU-time
    limit ends it should the parent be gone.
 4. **One request at a time**, under a lock: threads take turns. A request is
-   the conversation as JSON (`core.template_wire`) of at most `REQUEST_LIMIT`
+   the conversation as JSON (`core.wire.template_wire`) of at most `REQUEST_LIMIT`
    bytes; an answer may be at most what `max_output` characters take as JSON.
 5. **Recompiled where needed.** A template is compiled in the child when it is
    made (so a template that does not compile is refused at construction, as
@@ -57,8 +57,8 @@ from typing import Any
 
 import boxmaker
 from boxmaker.core.errors import BoxmakerError, ErrorCode, FrameTooLargeError, ProtocolError
-from boxmaker.core.template_sandbox import TemplateError
-from boxmaker.core.template_wire import (
+from boxmaker.core.model.template_sandbox import TemplateError
+from boxmaker.core.wire.template_wire import (
     Compile,
     Decoder,
     Done,

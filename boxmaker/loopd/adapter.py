@@ -17,7 +17,7 @@ llama-cpp-python's `lora_path`). The rules, in the order `check_adapter` follows
    its digest): only its header and metadata are read here, at most METADATA_BYTES
    bytes of them and METADATA_KEYS keys (an array is skipped, its elements counted in
    the bytes; an array of arrays is refused); a value's text is escaped wherever it is
-   said (`core.escape.escape_arguments`). It must be a GGUF file (version 2 or 3) whose
+   said (`core.display.escape.escape_arguments`). It must be a GGUF file (version 2 or 3) whose
    `general.type` is "adapter" and `adapter.type` "lora", as llama.cpp's
    `llama_adapter_lora_init` requires, and whose `general.architecture` is the
    model's (llama.cpp refuses a mismatch too, with less to say). The tensors are left
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.escape import escape_arguments
 from boxmaker.core.runbook import Runbook
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from boxmaker.core.offload import Backend, Device
+from boxmaker.core.model.offload import Backend, Device
 
 # enum ggml_backend_dev_type, in order (ggml-backend.h)
 _KINDS = ("CPU", "GPU", "IGPU", "ACCEL", "META")

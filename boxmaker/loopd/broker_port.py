@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from boxmaker.core.errors import RequestError, RequestTooLargeError
-from boxmaker.core.messages import (
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.core.wire.messages import (
     DeniedResponse,
     FailedResponse,
     PendingApprovalResponse,
@@ -28,8 +30,6 @@ from boxmaker.core.messages import (
     ToolRequest,
     ToolResponse,
 )
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.timestamps import parse_timestamp
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

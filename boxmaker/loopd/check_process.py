@@ -24,7 +24,7 @@ rules:
    by <signal> while checking <what>`, or `the check failed: <its last line>`, each with
    its pointer, exit status 1. A file that cannot be read is one `loopd:` line, with
    runbook.md#loopd-model-unreadable, exit status 2. Every text from the file is
-   escaped (`core.escape.escape_arguments`); a traceback is never printed.
+   escaped (`core.display.escape.escape_arguments`); a traceback is never printed.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.escape import escape_arguments
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.config import LoopdConfig, load_config
 

@@ -13,21 +13,21 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
               file's own chat template, else the hand-written format its markers
               name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
               "deepseek_r1", "gemma4":
-              `boxmaker.core.chat_format`), context (0: the model's trained
+              `boxmaker.core.model.chat_format`), context (0: the model's trained
               context, at most 1,048,576, bounded by memory_mib; else at least
               256, and at most the trained context and 1,048,576), memory_mib
               (what the context (its KV cache and llama.cpp's other per-token
               state) and saved sessions may take, in MiB, 4,096:
-              `boxmaker.core.context_fit`),
+              `boxmaker.core.model.context_fit`),
               threads, max_tokens (one reply; 0, the default: sized to the model,
               16,384 for one that reasons and 1,024 for one that does not:
               `boxmaker.loopd.main.turn_limits`), reasoning_tokens (of a
               reply's reasoning, 8,192: past it loopd closes the block), thinking
               (true: the template's `enable_thinking`), temperature, top_p, top_k, repeat_penalty
-              (unset: the model family's defaults, `boxmaker.core.sampling`), seed,
+              (unset: the model family's defaults, `boxmaker.core.model.sampling`), seed,
               gpu_layers ("auto": all on the GPU when the build and machine have
               one, else 0; "all"; or a count), flash_attn (auto/on/off), kv_type
-              (f16, q8_0, q4_0), batch, ubatch (`boxmaker.core.offload`)
+              (f16, q8_0, q4_0), batch, ubatch (`boxmaker.core.model.offload`)
     [broker]  socket ("" = the default; "none" = no tool broker), timeout_ms
     [memory]  socket ("" = the default, run/loop-memory/memory.sock; "none" = no
               memory block), timeout_ms (each request to memoryd, at least 1),
@@ -59,11 +59,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from boxmaker.core.context_fit import CONTEXT_STEP
-from boxmaker.core.layout import HOME_VARIABLE, client_socket, socket_path
-from boxmaker.core.links import LOOP, LOOP_BROKER, LOOP_MEMORY
-from boxmaker.core.offload import GpuLayers, KvType, Switch
-from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.core.home.layout import HOME_VARIABLE, client_socket, socket_path
+from boxmaker.core.home.links import LOOP, LOOP_BROKER, LOOP_MEMORY
+from boxmaker.core.home.settings_check import RoleSettingsBase, Section
+from boxmaker.core.model.context_fit import CONTEXT_STEP
+from boxmaker.core.model.offload import GpuLayers, KvType, Switch
 from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
@@ -74,7 +74,7 @@ class PathsSection(Section):
 
 
 def _context(value: int) -> int:
-    """`[model] context`: 0 (what fits, `boxmaker.core.context_fit`) or at least 256."""
+    """`[model] context`: 0 (what fits, `boxmaker.core.model.context_fit`) or at least 256."""
     if value == 0 or value >= CONTEXT_STEP:
         return value
     raise ValueError(
@@ -97,7 +97,7 @@ class ModelSection(Section):
     template: Literal[
         "auto", "gemma", "chatml", "llama3", "phi3", "mistral", "deepseek_r1", "gemma4"
     ] = "auto"
-    # 0: the trained context, bounded by what fits memory_mib (`core.context_fit`)
+    # 0: the trained context, bounded by what fits memory_mib (`core.model.context_fit`)
     context: Annotated[int, AfterValidator(_context)] = 0
     memory_mib: int = Field(default=4096, ge=1)  # the context's memory and saved sessions
     threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
@@ -105,13 +105,13 @@ class ModelSection(Section):
     max_tokens: int = Field(default=0, ge=0)
     reasoning_tokens: int = Field(default=8_192, ge=1)
     thinking: bool = True
-    # unset: the model family's own defaults (`boxmaker.core.sampling`)
+    # unset: the model family's own defaults (`boxmaker.core.model.sampling`)
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=0)
     repeat_penalty: float | None = Field(default=None, gt=0.0)
     seed: int = Field(default=-1)
-    # where it runs (`boxmaker.core.offload`): "auto" = every layer on the GPU when
+    # where it runs (`boxmaker.core.model.offload`): "auto" = every layer on the GPU when
     # the build has a GPU backend and a device is present, else none
     gpu_layers: Annotated[GpuLayers, BeforeValidator(_gpu_layers)] = "auto"
     flash_attn: Switch = "auto"
@@ -135,7 +135,7 @@ class MemorySection(Section):
 
 class SocketsSection(Section):
     loop: str = ""
-    # true in a root install, false in dev mode: each link's modes (`core.links`)
+    # true in a root install, false in dev mode: each link's modes (`core.home.links`)
     group_access: bool = False
     # a root install: the owner's user, the one peer of the owner's kinds (`ipc.peers`)
     owner_user: str = ""
@@ -145,7 +145,7 @@ class TurnSection(Section):
     max_tool_calls: int = Field(default=8, ge=0)
     max_tokens: int = Field(default=65_536, ge=1)
     # a tool result's share of the prompt, in tokens: 0 = an eighth of the context;
-    # never more than a quarter of it (`boxmaker.core.result_cut`)
+    # never more than a quarter of it (`boxmaker.core.model.result_cut`)
     result_tokens: int = Field(default=0, ge=0)
     # compaction: a next prompt past compact_at of the context is summarised first, in
     # summary_tokens at most (0 = an eighth of the context; never past a quarter), the

@@ -28,8 +28,8 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from boxmaker.core.chat_format import GEMMA, Role
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.model.chat_format import GEMMA, Role
+from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.loopd.model import Generation
 from boxmaker.loopd.tools import system_prompt
 

@@ -2,14 +2,14 @@
 
 No I/O of its own (the model's tokenizer and template are read through the model).
 `[model] template = "auto"` (the default) uses the model file's own chat template
-(`core.template_prompt`) when it can be followed: of a file with named templates,
-the one `core.named_templates` chooses (`tool_use` where there is one), run in the
+(`core.model.template_prompt`) when it can be followed: of a file with named templates,
+the one `core.model.named_templates` chooses (`tool_use` where there is one), run in the
 same sandbox and bounds as a default one. A template that renders but cannot be
 split at its slots falls back to the hand-written format its markers name
 (`choose_format`), with the reason logged; a template that raises, loops or breaks a
 bound on loopd's sample conversation refuses the start (runbook.md#loopd-template-refused),
 naming the template. Whatever of the file such a line holds (the template's name, what it
-raised) is escaped as model text is (`core.escape.escape_arguments`): on one line, so a
+raised) is escaped as model text is (`core.display.escape.escape_arguments`): on one line, so a
 newline in a `raise_exception` text cannot forge a log line, and with no control character.
 A format named in `[model] template` is used as it is. Either way the vocabulary must
 have every marker of the dialect as one token (`self_test`).
@@ -22,14 +22,14 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
 
-from boxmaker.core.chat_format import KNOWN_FORMATS, ChatFormat, format_for, missing_markers
-from boxmaker.core.dialect import Dialect, from_format, from_template
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.named_templates import ChosenTemplate
+from boxmaker.core.model.chat_format import KNOWN_FORMATS, ChatFormat, format_for, missing_markers
+from boxmaker.core.model.dialect import Dialect, from_format, from_template
+from boxmaker.core.model.named_templates import ChosenTemplate
+from boxmaker.core.model.template_prompt import TemplatePrompt, TemplateUnusableError
+from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.template_prompt import TemplatePrompt, TemplateUnusableError
-from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.ipc.template_worker import WorkerTemplate
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.model import Model

@@ -13,7 +13,7 @@ holds each rule to the pinned build):
    `llama_chat_format.Jinja2ChatFormatter`, whose `__init__` runs
    `environment.from_string(template)`), whatever chat format or handler it is given.
    A template is a hostile program that loopd runs only in its own sandbox
-   (`core.template_sandbox`), so here it is withheld: `Llama.__init__` reads the
+   (`core.model.template_sandbox`), so here it is withheld: `Llama.__init__` reads the
    metadata from the model it has just loaded, `self._model`, and `_TemplateFree` (a
    subclass) hands it that model with a `metadata()` that leaves the template keys out,
    for that one read. After the load `metadata` is the file's whole metadata,
@@ -34,7 +34,7 @@ holds each rule to the pinned build):
 3. **llama.cpp's log is loopd's log.** `llama_log_set` (which sets ggml's logger too)
    routes llama.cpp's log to the logger `llama.cpp`, never to a stream of its own: one
    record per line, `event=llama_cpp` and the line escaped as model text is
-   (`core.escape.escape_arguments`: the loader logs the file's metadata values), at
+   (`core.display.escape.escape_arguments`: the loader logs the file's metadata values), at
    DEBUG for llama.cpp's info and debug lines, INFO for its warnings (remarks on the
    file, such as a token whose type it corrects, which the owner cannot act on) and
    ERROR for its errors. A line
@@ -61,9 +61,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.named_templates import DEFAULT_KEY, NAMED_PREFIX
+from boxmaker.core.model.named_templates import DEFAULT_KEY, NAMED_PREFIX
 
 __all__ = ["LoadLog", "is_template_key", "load_llama", "route_log"]
 
@@ -83,7 +83,7 @@ _WHOLE = "_boxmaker_metadata"  # the whole metadata, as the one read of rule 1 f
 
 
 def is_template_key(key: str) -> bool:
-    """Whether a metadata key holds a chat template (`core.named_templates`' keys)."""
+    """Whether a metadata key holds a chat template (`core.model.named_templates`' keys)."""
     return key == DEFAULT_KEY or key.startswith(NAMED_PREFIX)
 
 

@@ -26,10 +26,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from boxmaker.core.chat_format import GEMMA, ChatFormat
-from boxmaker.core.dialect import Dialect, from_format
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.escape import escape_arguments
+from boxmaker.core.model.chat_format import GEMMA, ChatFormat
+from boxmaker.core.model.dialect import Dialect, from_format
 from boxmaker.ipc.role import CommandLine
 from boxmaker.ipc.shell import serve_daemon
 from boxmaker.loopd.adapter import Adapter, describe

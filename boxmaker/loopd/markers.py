@@ -23,7 +23,7 @@ The rule. A token of the vocabulary is a marker when
       named ones beside it, `tokenizer.chat_template.<name>`, such as the
       `tool_use` template loopd renders where there is one: the token's text
       occurs in one of them);
-   c. shaped as a marker (`boxmaker.core.marker_shapes.is_marker_shaped`: the
+   c. shaped as a marker (`boxmaker.core.model.marker_shapes.is_marker_shaped`: the
       angle-bar and bracket forms, the start-of and end-of forms, think and
       tool-call tags, image and other media markers).
 
@@ -56,9 +56,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from boxmaker.core.chat_format import ChatFormat
-from boxmaker.core.dialect import Dialect
-from boxmaker.core.marker_shapes import is_marker_shaped
+from boxmaker.core.model.chat_format import ChatFormat
+from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.model.marker_shapes import is_marker_shaped
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.sanitize.tags import (
     CLOSE_LOOKALIKE,

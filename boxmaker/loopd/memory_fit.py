@@ -1,6 +1,6 @@
 """A new session's memory block, fitted to loopd's own token budget. No I/O but logging.
 
-memoryd bounds the block in bytes (`core.memory_block.BLOCK_BYTES`); a model with
+memoryd bounds the block in bytes (`core.model.memory_block.BLOCK_BYTES`); a model with
 a small context needs a bound of its own, in its own tokens. The rules:
 
 1. The budget is `[memory] block_tokens` (0: an eighth of the context, never more
@@ -10,7 +10,7 @@ a small context needs a bound of its own, in its own tokens. The rules:
    tags, counted with the model's own tokenizer without special-token parsing (the
    count compaction and result cuts use). A text of at most `budget` bytes fits
    without a count: every token is at least one byte.
-3. The block is cut by `core.memory_block.fit_block` (rule 3): whole entries, in
+3. The block is cut by `core.model.memory_block.fit_block` (rule 3): whole entries, in
    memoryd's order, until the next one does not fit; that one and all after it are
    left out, and named (the first LOGGED_IDS ids) in one log line,
    `event=memory_block_over_budget`. A soul that alone does not fit is cut, and
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from boxmaker.core.memory_block import LOGGED_IDS, BlockEntry, fit_block
+from boxmaker.core.model.memory_block import LOGGED_IDS, BlockEntry, fit_block
 from boxmaker.core.sanitize import neutralise
 
 log = logging.getLogger(__name__)

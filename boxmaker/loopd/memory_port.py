@@ -8,7 +8,7 @@ requests, answered as docs/memoryd.md's wire says:
                               soul, entries}: the text as memoryd sent it, not yet
                               neutralised (the turn loop does that); `block_parts`
                               gives it cut by its spans into the soul and whole
-                              entries (`core.memory_block`), so the loop can fit it
+                              entries (`core.model.memory_block`), so the loop can fit it
                               to its token budget. Any other outcome (nothing
                               listening, the deadline, an `error` frame, any other
                               answer, spans that do not match the text) is
@@ -19,7 +19,7 @@ requests, answered as docs/memoryd.md's wire says:
                               and never raised
 
 The envelope id of each request is a fresh one; every answer must carry it
-(`boxmaker.core.connection` checks that).
+(`boxmaker.core.wire.connection` checks that).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from boxmaker.core.errors import (
     UnavailableError,
     UnreachableError,
 )
-from boxmaker.core.memory_block import BlockEntry, Span, render_block, split_block
-from boxmaker.core.messages import (
+from boxmaker.core.model.memory_block import BlockEntry, Span, render_block, split_block
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import (
     Error,
     MemoryBlock,
     MemoryBlockReply,
@@ -44,7 +45,6 @@ from boxmaker.core.messages import (
     Ok,
     SessionUpdated,
 )
-from boxmaker.core.runbook import Runbook
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

@@ -19,12 +19,12 @@ tokens they hold, not `Llama.save_state()`, which also copies llama-cpp-python's
 logits array (docs/performance.md, "Switching sessions"). Saved sessions stay
 within `saved_bytes`, the least recently used leaving first. Where it runs
 (layers on the GPU, flash attention, the KV cache's type, batch sizes) is the
-`Offload` loopd planned from loopd.toml (`boxmaker.core.offload`); `offloaded` is
+`Offload` loopd planned from loopd.toml (`boxmaker.core.model.offload`); `offloaded` is
 llama.cpp's own count of layers put on the GPU, read from its load log
 (`loopd.llama_load`, which makes the `Llama`: no chat template of the file is
 compiled by llama-cpp-python, no file descriptor swapped, its log is loopd's).
 `chat_template` is the template loopd renders: the file's `tool_use` template
-where it has one, else its default (`core.named_templates`; `template_choice`
+where it has one, else its default (`core.model.named_templates`; `template_choice`
 says which, and from which key). `adapter`, where given, is a LoRA adapter that
 passed `loopd.adapter.check_adapter`: llama.cpp applies it to every evaluation
 of this model's one context (llama-cpp-python's `lora_path`, at scale 1; it then
@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from boxmaker.core.errors import BoxmakerError
-from boxmaker.core.layout import Home
-from boxmaker.core.named_templates import ChosenTemplate, choose_template
-from boxmaker.core.offload import Offload, offloaded_layers
-from boxmaker.core.sampling import Sampling
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.named_templates import ChosenTemplate, choose_template
+from boxmaker.core.model.offload import Offload, offloaded_layers
+from boxmaker.core.model.sampling import Sampling
 from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
@@ -170,7 +170,7 @@ class LlamaModel:
         weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
         metadata = self._llm.metadata
         # the file's default template, or the named one loopd renders instead
-        # (`core.named_templates`: `tool_use` where the file has it, loopd giving tools)
+        # (`core.model.named_templates`: `tool_use` where the file has it, loopd giving tools)
         self.template_choice: ChosenTemplate | None = choose_template(metadata, tools=GIVES_TOOLS)
         choice = self.template_choice
         self.chat_template: str | None = choice.source if choice is not None else None

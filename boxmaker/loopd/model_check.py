@@ -10,7 +10,7 @@ PATH, that file as `[model] path` would have it. It starts nothing and writes no
 One line per fact, `name: value`; a line loopd would refuse to start on reads
 `problem: ...` and ends with its runbook pointer (or, for a key loopd.toml must change,
 names the key and what to set). Every text from the file (names, values, what a
-template raised) is escaped as model text is (`core.escape.escape_arguments`: one line,
+template raised) is escaped as model text is (`core.display.escape.escape_arguments`: one line,
 no control character). The facts:
 
     model            the path
@@ -22,7 +22,7 @@ no control character). The facts:
                      is a problem
     chat template    found and used, and which of the file's templates it is (`default
                      (tokenizer.chat_template)`, or `tool_use (tokenizer.chat_template.tool_use)`
-                     where the file has one: `core.named_templates`); or the hand-written
+                     where the file has one: `core.model.named_templates`); or the hand-written
                      format that stands in, and why
     templates        every template the file holds, default and named; each must compile
                      and render the sample conversation in loopd's sandbox
@@ -34,18 +34,18 @@ no control character). The facts:
                      neutralised form several) and the dialect's self-test
     prompt           loopd's prompt for a sample conversation against the template's own
                      rendering: identical, or where they first differ (rule 4 of
-                     core.template_prompt, earlier replies replayed as written, says why)
+                     core.model.template_prompt, earlier replies replayed as written, says why)
     scaffolding      the text the template adds to every prompt beyond the slots and the
                      markers (`loopd.template_check`, rule 2), for the owner to read
     memory           the weights (the file's size) and the KV cache per 1,000 tokens of
                      context at `[model] kv_type`, counted over the layers that have one
                      (a hybrid model's recurrent layers hold a fixed state instead)
     context          the context loopd would give the model from `[model] context` and
-                     `memory_mib` (`core.context_fit`: 0 = the trained context, bounded by
+                     `memory_mib` (`core.model.context_fit`: 0 = the trained context, bounded by
                      what fits memory_mib), its KV cache and what is left for saved
                      sessions; a context loopd would refuse is a problem
     placement        the backend (the build's GPU support, each GPU and its memory) and
-                     the offload loopd would plan from loopd.toml (`core.offload`); a
+                     the offload loopd would plan from loopd.toml (`core.model.offload`); a
                      refused combination of keys is a problem
 
 Exit status (`check_process`): 0 when loopd would start on the file and every template
@@ -61,15 +61,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from boxmaker.core.context_fit import ContextFitError, fit_context, kv_bytes_per_token
-from boxmaker.core.dialect import Dialect
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.named_templates import choose_template
-from boxmaker.core.offload import Offload
+from boxmaker.core.model.context_fit import ContextFitError, fit_context, kv_bytes_per_token
+from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.model.named_templates import choose_template
+from boxmaker.core.model.offload import Offload
+from boxmaker.core.model.template_prompt import TemplatePrompt
+from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.template_prompt import TemplatePrompt
-from boxmaker.core.template_sandbox import TemplateError
 from boxmaker.loopd.adapter import check_adapter, describe, resolve
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import LoopdConfig
@@ -110,7 +110,7 @@ class VocabularyModel:
         self._llm: Any = load_llama(path, vocab_only=True)  # no template compiled
         self.vocabulary = LlamaVocabulary(self._llm)
         self.metadata: dict[str, str] = dict(self._llm.metadata)
-        # the template loopd renders, as `LlamaModel` chooses it (core.named_templates)
+        # the template loopd renders, as `LlamaModel` chooses it (core.model.named_templates)
         self.template_choice = choose_template(self.metadata, tools=GIVES_TOOLS)
         choice = self.template_choice
         self.chat_template: str | None = choice.source if choice is not None else None
@@ -349,7 +349,7 @@ def compare_prompt(
     return escape_arguments(
         f"differs from the template's own rendering at character {at}: loopd "
         f"{ours[at : at + 40]!r}, the template {theirs[at : at + 40]!r} (earlier replies "
-        "are replayed as the model wrote them: rule 4 of core.template_prompt)"
+        "are replayed as the model wrote them: rule 4 of core.model.template_prompt)"
     )
 
 

@@ -1,7 +1,7 @@
 """Where loopd runs its model: loopd.toml's `[model]` GPU keys planned against the build.
 
 I/O: reads the backend (`boxmaker.loopd.backend`: loads llama_cpp). The rules are
-`boxmaker.core.offload`'s; this module turns a refusal into loopd's StartupError
+`boxmaker.core.model.offload`'s; this module turns a refusal into loopd's StartupError
 and says, in one line, where the model went (the start-up log, `loopd probe`,
 `bxctl status`).
 """
@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import Backend, Offload, OffloadError, plan_offload
+from boxmaker.core.model.offload import Backend, Offload, OffloadError, plan_offload
 from boxmaker.loopd.config import LoopdConfig
 
 

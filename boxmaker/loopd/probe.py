@@ -3,7 +3,7 @@
 I/O: runs `python -m boxmaker.loopd.probe MODEL THREADS CONTEXT MEMORY_MIB OFFLOAD
 [ADAPTER SHA256]` as a child process (and, as that child, reads the model's metadata
 with llama-cpp-python, its vocabulary loaded alone; resolves the context from it and
-`[model] context` and `memory_mib` as loopd does, `boxmaker.core.context_fit`; checks
+`[model] context` and `memory_mib` as loopd does, `boxmaker.core.model.context_fit`; checks
 the LoRA adapter, if any, against the model's architecture, `boxmaker.loopd.adapter`,
 SHA256 "" for the owner's own; loads the model at that context with the offload and
 the adapter loopd will use, and generates). A llama-cpp-python build
@@ -48,9 +48,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from boxmaker.core.context_fit import ContextFitError, fit_context
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import Offload, does_not_fit, too_big
+from boxmaker.core.model.context_fit import ContextFitError, fit_context
+from boxmaker.core.model.offload import Offload, does_not_fit, too_big
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import AdapterFile, check_adapter
 from boxmaker.loopd.placement import PLACED, from_argument, placement_line, to_argument

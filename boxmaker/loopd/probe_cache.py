@@ -18,7 +18,7 @@ SHA-256 over them):
     the CPU (/proc/cpuinfo's model name and flags)
     the thread count
     the load settings: `[model] context` and `memory_mib` as set, and the offload
-    the bytes of `core/context_fit.py`, which turns those and the model's metadata
+    the bytes of `core/model/context_fit.py`, which turns those and the model's metadata
       into the context the probe loaded (so the same key is the same context)
 
 A passed probe's record also holds the model's metadata as the child read it (the
@@ -28,7 +28,7 @@ the context from it without reading the file in loopd's own process.
 The marker self-test's answer depends on the model file, the llama.cpp build
 (its tokenizer) and boxmaker's own code that lists and disarms markers, so its
 key (`tags_key`) is the model and the libraries as above, plus the bytes of
-those modules (`loopd/markers.py`, `core/sanitize/tags.py`, `core/chat_format.py`).
+those modules (`loopd/markers.py`, `core/sanitize/tags.py`, `core/model/chat_format.py`).
 Its record is `<home>/loop/tags-passed.json`.
 
 Rules: a record is written (atomically) only after its check passed: the probe
@@ -51,15 +51,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from boxmaker.core.layout import Home
+from boxmaker.core.home.layout import Home
 from boxmaker.ipc.files import write_atomic
 
 RECORD = "probe-passed.json"
 TAGS_RECORD = "tags-passed.json"
 VERSION = "probe-key-3"  # 3: the adapter
 TAGS_VERSION = "tags-key-1"
-TAGS_CODE = ("boxmaker.loopd.markers", "boxmaker.core.sanitize.tags", "boxmaker.core.chat_format")
-PROBE_CODE = ("boxmaker.core.context_fit",)
+TAGS_CODE = (
+    "boxmaker.loopd.markers",
+    "boxmaker.core.sanitize.tags",
+    "boxmaker.core.model.chat_format",
+)
+PROBE_CODE = ("boxmaker.core.model.context_fit",)
 
 
 def record_path(home: Path, record: str = RECORD) -> Path:

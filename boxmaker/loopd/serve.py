@@ -3,7 +3,7 @@ owner's view of the sessions.
 
 I/O: the listening socket, bound and served by `boxmaker.ipc.shell` (its link's
 modes; at most CAP connections at once; the request by its deadline; only the
-kinds of `core.links.LOOP`, each by its handler), the session logs, and the
+kinds of `core.home.links.LOOP`, each by its handler), the session logs, and the
 ports to brokerd and memoryd. `Loopd` is what `loopd serve` and `loopd demo` run
 and what tests start in their own process (`boxmaker.testing.daemons`): from
 `loopd.toml`, the tool port to brokerd (`[broker] socket`; "none": every broker
@@ -22,7 +22,7 @@ under `[paths] home`, and the turn loop over the model, neutralising what
                                    session with no log, `unavailable` for a damaged one
     status {}                      status_report (the model and the chat format)
 
-Who may send what (`core.links` rule 5): `compact`, `sessions` and `session_show`
+Who may send what (`core.home.links` rule 5): `compact`, `sessions` and `session_show`
 are the owner's alone, by the peer's uid (`[sockets] owner_user` in a root install;
 every peer in dev mode, `ipc.peers`); any other peer, gatewayd's user among them,
 is answered `forbidden` for them before a handler runs. `turn` and `status` are
@@ -44,11 +44,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from boxmaker.core.chat_format import ChatFormat
-from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import ErrorCode, ProtocolError
-from boxmaker.core.links import LOOP, Link, Role
-from boxmaker.core.messages import (
+from boxmaker.core.home.links import LOOP, Link, Role
+from boxmaker.core.model.chat_format import ChatFormat
+from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import (
     Compact,
     Event,
     SessionEntries,
@@ -60,7 +61,6 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.runbook import Runbook
 from boxmaker.ipc.role import EXIT_OK
 from boxmaker.ipc.server import Connection, Handler, Handlers
 from boxmaker.ipc.shell import Endpoint, RoleSockets

@@ -8,7 +8,7 @@ fsynced (`ipc.files.append_durable`), created 0600 in a 0700 directory. Entries:
     {"type": "user",  "text": ...}
     {"type": "model", "text": ..., "ids": [...],     the token ids as generated, and the
      "calls": [{"name", "arguments", "id"}]}         calls the reply made, as read, with
-                                                     their ids (`core.call_ids`)
+                                                     their ids (`core.model.call_ids`)
     {"type": "tool",  "call": ..., "name": ..., "content": ...,
      "class": ..., "untrusted": ..., "truncated": ..., "shown": ...,
      "answers": ...}                                 the id of the model's call it answers
@@ -19,7 +19,7 @@ fsynced (`ipc.files.append_durable`), created 0600 in a 0700 directory. Entries:
 A memory entry is not a turn of its own: the turn loop renders it as part of
 the system turn (`SessionLog.memory`), and so is the latest compaction's
 summary. A compaction names the entries it replaces by index
-(`core.compaction_plan`); they stay in the file, and no later prompt renders them
+(`core.model.compaction_plan`); they stay in the file, and no later prompt renders them
 (`SessionLog.live`). Logs written before memory entries existed read back as they
 did, and so do logs written before a reply's calls and a result's `answers`
 were (their replies are handed to the template as text). A resumed session is
@@ -40,16 +40,16 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
-from boxmaker.core.call_ids import ALPHANUMERIC, call_ids, written_ids
-from boxmaker.core.chat_format import ReplyCall, Role, Turn
-from boxmaker.core.compaction_plan import covered
-from boxmaker.core.decisions import Strict
 from boxmaker.core.errors import DamagedError
+from boxmaker.core.home.layout import Home
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
+from boxmaker.core.model.call_ids import ALPHANUMERIC, call_ids, written_ids
+from boxmaker.core.model.chat_format import ReplyCall, Role, Turn
+from boxmaker.core.model.compaction_plan import covered
+from boxmaker.core.model.tool_calls import Reply, ToolCall
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.tool_calls import Reply, ToolCall
+from boxmaker.core.strict import Strict
 from boxmaker.ipc.files import append_durable
 
 POINTER = Runbook.SESSION_LOG_DAMAGED.pointer
@@ -70,16 +70,16 @@ class LoggedCall(Strict):
 
     name: str
     arguments: str  # JSON text
-    id: str  # the model's own, or one loopd made (`core.call_ids`)
+    id: str  # the model's own, or one loopd made (`core.model.call_ids`)
 
 
 def new_call_id() -> str:
-    """A call id of the form a template is handed (`core.call_ids` rule 3)."""
+    """A call id of the form a template is handed (`core.model.call_ids` rule 3)."""
     return "".join(secrets.choice(ALPHANUMERIC) for _ in range(9))
 
 
 def logged_calls(reply: Reply, fresh: Callable[[], str] = new_call_id) -> tuple[LoggedCall, ...]:
-    """A reply's calls as the log keeps them: name, arguments and id (`core.call_ids`).
+    """A reply's calls as the log keeps them: name, arguments and id (`core.model.call_ids`).
     A call that could not be read is logged as the result names it, `unreadable`."""
     ids = call_ids(written_ids(reply.calls), fresh)
     return tuple(
@@ -132,7 +132,7 @@ class ToolEntry(Strict):
     class_: DataClass = Field(alias="class")
     untrusted: bool
     truncated: bool
-    # what the model is shown of a result over its budget (`core.result_cut`); None:
+    # what the model is shown of a result over its budget (`core.model.result_cut`); None:
     # the content itself. Absent from logs written before it existed.
     shown: str | None = None
     # the id of the model's call this result answers (`LoggedCall.id`); absent from

@@ -23,7 +23,7 @@ writes it. The rules:
        `event=session_log_damaged` line with the pointer is logged. Shown, it is
        the error (the caller answers `unavailable`).
     5. A page (`show`): from entry `start`, as many entries as keep the final
-       envelope within `budget` (`core.frame_fit.FRAME_BUDGET`, well under the
+       envelope within `budget` (`core.wire.frame_fit.FRAME_BUDGET`, well under the
        frame limit); `next` the first entry left out, absent when none is. A
        page from a `start` below the log's end holds at least one entry: one too
        big alone has its text cut to the longest prefix that fits (between code
@@ -45,10 +45,10 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from boxmaker.core.errors import BoxmakerError
-from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size, paged
 from boxmaker.core.ids import is_identifier
-from boxmaker.core.messages import SessionEntries, SessionList, SessionSummary, ShownEntry
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size, paged
+from boxmaker.core.wire.messages import SessionEntries, SessionList, SessionSummary, ShownEntry
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,

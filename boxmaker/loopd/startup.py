@@ -11,7 +11,7 @@ self-test's heavy part, and the log. `start_model`, in order:
        and settings (`boxmaker.loopd.probe_cache`, whose record keeps the
        metadata); `event=model_probed`;
     2. the context, from the metadata and the offload planned for this build
-       (`boxmaker.core.context_fit`: `[model] context`, 0 = the trained context
+       (`boxmaker.core.model.context_fit`: `[model] context`, 0 = the trained context
        bounded by loopd's most and by what fits `[model] memory_mib`, counting
        llama.cpp's per-token state besides the KV cache; `event=context`, saying
        why, or refused in one line naming the key, by the probe child before it
@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from boxmaker.core.chat_format import ChatFormat
-from boxmaker.core.context_fit import ContextFit, ContextFitError, fit_context
-from boxmaker.core.dialect import Dialect
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import Offload
+from boxmaker.core.model.chat_format import ChatFormat
+from boxmaker.core.model.context_fit import ContextFit, ContextFitError, fit_context
+from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.model.offload import Offload
+from boxmaker.core.model.sampling import sampling_for
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.sampling import sampling_for
 from boxmaker.loopd.adapter import Adapter, AdapterFile, check_adapter, resolve
 from boxmaker.loopd.adapter import describe as describe_adapter
 from boxmaker.loopd.backend import read_backend
@@ -229,7 +229,7 @@ def model_adapter(config: LoopdConfig, metadata: Mapping[str, str] | None = None
 def resolve_context(
     config: LoopdConfig, metadata: Mapping[str, str] | None = None, offload: Offload | None = None
 ) -> ContextFit:
-    """The context loopd gives the model (`core.context_fit`), from its `metadata` (the
+    """The context loopd gives the model (`core.model.context_fit`), from its `metadata` (the
     probe's; None: read now, in this process, the vocabulary loaded alone: after a
     probe passed, or in tests) and `offload` (None: planned now), logged in one line
     with why (`event=context`); StartupError, one line naming `[model] context` or

@@ -1,9 +1,9 @@
 """Every chat template a model file holds, checked in loopd's sandbox, and what a template
 adds to every prompt. For `loopd check` (`boxmaker.loopd.model_check`).
 
-No I/O of its own (the templates run in `core.template_sandbox`, with the monotonic
+No I/O of its own (the templates run in `core.model.template_sandbox`, with the monotonic
 clock). A GGUF file may hold several templates: the default, `tokenizer.chat_template`,
-and named ones, `tokenizer.chat_template.<name>` (`core.named_templates`). loopd renders
+and named ones, `tokenizer.chat_template.<name>` (`core.model.named_templates`). loopd renders
 one of them; every one is hostile input all the same (llama-cpp-python's own `Llama`
 would compile each of them, unbounded, were it not for `loopd.llama_load`; llama.cpp's
 server does), so the check runs each. The rules:
@@ -14,13 +14,13 @@ server does), so the check runs each. The rules:
    as everything from the file is) and what it did (escaped: a `raise_exception` text
    is the file's words). The default comes first, then the named ones by name.
 2. **What the template adds.** From loopd's own prompt for the sample (the segments
-   `core.template_prompt` splits at the slots), the template's scaffolding, less the
+   `core.model.template_prompt` splits at the slots), the template's scaffolding, less the
    vocabulary's markers and less loopd's tools where the template wrote them as
    `tojson` does (each shown as `(loopd's tool NAME)`, all of them as `(loopd's
    tools)`): what is left is what the file says to the model in every prompt, the
    owner's to read. Pieces between markers, stripped, each once, in order.
 3. **Everything from the file is data.** Every text here that came from the file is
-   escaped (`core.escape.escape_arguments`: on one line, no control character).
+   escaped (`core.display.escape.escape_arguments`: on one line, no control character).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from boxmaker.core.chat_format import Role, Segment, Text, Turn
-from boxmaker.core.escape import escape_arguments
-from boxmaker.core.named_templates import DEFAULT, DEFAULT_KEY, NAMED_PREFIX, named_templates
-from boxmaker.core.template_sandbox import TemplateError
+from boxmaker.core.display.escape import escape_arguments
+from boxmaker.core.model.chat_format import Role, Segment, Text, Turn
+from boxmaker.core.model.named_templates import DEFAULT, DEFAULT_KEY, NAMED_PREFIX, named_templates
+from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.ipc.template_worker import WorkerTemplate
 from boxmaker.loopd.tools import TOOL_SCHEMAS
 

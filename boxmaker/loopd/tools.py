@@ -2,7 +2,7 @@
 
 No I/O. The model is offered three core tools, always: `clock`, `find_tool` and
 `call_tool`. `find_tool` finds the tools brokerd decides on (the rows of the tool
-table, `core.tools`: the sandbox tools, and the memory tools brokerd hands to
+table, `core.grants.tools`: the sandbox tools, and the memory tools brokerd hands to
 memoryd), with their argument schemas; `call_tool` asks brokerd to run one. A
 denial comes back to the model as an ordinary tool result in plain words (class
 public, trusted; the deny-reason table's `model_text`), so the model can explain
@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.tool_calls import CallSyntax
-from boxmaker.core.tools import TOOLS
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.grants.tools import TOOLS
+from boxmaker.core.model.tool_calls import CallSyntax
 
 CORE_TOOLS = ("clock", "find_tool", "call_tool")
 
@@ -71,7 +71,7 @@ _CORE_PARAMETERS: dict[str, dict[str, Any]] = {
 class _CallSchemas(Mapping[str, dict[str, Any]]):
     """The JSON-schema `parameters` of every tool the model may call by name, which read
     its calls (the values of an xml call are typed and told apart by them): the core
-    three, and the tool table's rows (`core.tools`), read each time, which a model may
+    three, and the tool table's rows (`core.grants.tools`), read each time, which a model may
     call directly."""
 
     def __getitem__(self, name: str) -> dict[str, Any]:
@@ -122,7 +122,7 @@ EXAMPLES: dict[CallSyntax, str] = {
 
 class _BrokerTools(Mapping[str, dict[str, Any]]):
     """The tools brokerd decides on, as `find_tool` shows them, read from the tool table
-    (`core.tools`) each time: a name's description, its arguments' descriptions, and
+    (`core.grants.tools`) each time: a name's description, its arguments' descriptions, and
     which of them are required."""
 
     def __getitem__(self, name: str) -> dict[str, Any]:

@@ -9,10 +9,10 @@ seams). The turn's states, as transitions:
                and appends it, neutralised, unless it is empty; append the
                owner's text, neutralised (below)                 -> GENERATE
     GENERATE   render the log as a prompt, generate, its content streamed as content
-               events while the model writes (`core.reply_stream`: what could
+               events while the model writes (`core.model.reply_stream`: what could
                still be a tool call is held back); append the model's reply, with
                the calls read from it, each with its id (the model's own where it
-               wrote one, else a new one: `core.call_ids`), which the prompt hands
+               wrote one, else a new one: `core.model.call_ids`), which the prompt hands
                the template as calls; the rest of its content -> a content event,
                so a reply's content events together are exactly its content (a
                reply cut off by the turn's token bound is no answer: what was held
@@ -82,14 +82,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from boxmaker.core import compaction_plan
-from boxmaker.core.chat_format import ChatFormat, Role, Segment, Tokens, Turn
-from boxmaker.core.compaction_plan import summary_block
-from boxmaker.core.dialect import Dialect, from_format
+from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import BoxmakerError, ErrorCode
-from boxmaker.core.escape import escape_arguments
+from boxmaker.core.grants.tools import TOOLS, RunsIn, tool_names
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.model import compaction_plan
+from boxmaker.core.model.chat_format import ChatFormat, Role, Segment, Tokens, Turn
+from boxmaker.core.model.compaction_plan import summary_block
+from boxmaker.core.model.dialect import Dialect, from_format
+from boxmaker.core.model.reasoning import ReasoningStream
+from boxmaker.core.model.repetition import Repetition, find_repetition
+from boxmaker.core.model.reply_stream import ReplyStream
+from boxmaker.core.model.result_cut import cut_result
+from boxmaker.core.model.template_prompt import Stretches
+from boxmaker.core.model.template_sandbox import TemplateError
+from boxmaker.core.model.tool_calls import BadToolCall, ToolCall, parse_reply
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.sanitize import neutralise
+from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalPendingEvent,
     ContentEvent,
     ContextCompactedEvent,
@@ -105,17 +116,6 @@ from boxmaker.core.messages import (
     ToolResultEvent,
     TurnDone,
 )
-from boxmaker.core.reasoning import ReasoningStream
-from boxmaker.core.repetition import Repetition, find_repetition
-from boxmaker.core.reply_stream import ReplyStream
-from boxmaker.core.result_cut import cut_result
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.sanitize import neutralise
-from boxmaker.core.template_prompt import Stretches
-from boxmaker.core.template_sandbox import TemplateError
-from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.tool_calls import BadToolCall, ToolCall, parse_reply
-from boxmaker.core.tools import TOOLS, RunsIn, tool_names
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.memory_fit import fit_memory
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
@@ -153,10 +153,10 @@ class TurnLimits:
     reply_tokens: int = 16_384  # one reply
     reasoning_tokens: int = 8_192  # of a reply, in reasoning: past it the block is closed
     # a reply is generated in stretches of this many tokens, and after each one that
-    # does not end it, one that only repeats itself is stopped (`core.repetition`)
+    # does not end it, one that only repeats itself is stopped (`core.model.repetition`)
     repeat_check_tokens: int = 512
     stream_interval_s: float = 0.05  # streamed text merged within it (`loopd.pacing`)
-    # a tool result's budget in the prompt (`core.result_cut`); None: never cut
+    # a tool result's budget in the prompt (`core.model.result_cut`); None: never cut
     result_tokens: int | None = None
     # the model's context in tokens; None: unknown, and a session is never compacted
     context: int | None = None
@@ -647,14 +647,14 @@ class TurnLoop:
         reasoning_tokens: int | None = None,
     ) -> _Reply:
         """One reply of the model, streamed as reasoning and content events while it is
-        written (`core.reasoning`, then `core.reply_stream`: what could still be a tool
+        written (`core.model.reasoning`, then `core.model.reply_stream`: what could still be a tool
         call is held back; `loopd.pacing`: at most one event an interval). Past the
         reasoning budget, an open reasoning block is closed (its closing marker
         appended, as the template spells it) and the model goes on to answer: the
         reply is then its ids, the marker's and the rest, in order. A reply cut off
         by the turn's bound (`last`) is no answer: what was held back is not sent.
         Generated in stretches of `repeat_check_tokens`: after each one that does not
-        end it, a reply that only repeats itself (`core.repetition`) is stopped, and
+        end it, a reply that only repeats itself (`core.model.repetition`) is stopped, and
         is no answer either (`repeated` says why)."""
         dialect = self._dialect
         thinking = ReasoningStream(
@@ -714,7 +714,7 @@ class TurnLoop:
         return _Reply(tuple(ids), text, finished, split.answer)
 
     def _sized(self, content: str) -> str | None:
-        """What the model is shown of a tool result over its budget (`core.result_cut`:
+        """What the model is shown of a tool result over its budget (`core.model.result_cut`:
         head, a marker, tail; cut after neutralising, never inside a tag); None when it
         fits as it is. The log keeps both, so the prompt is rendered again the same."""
         budget = self._limits.result_tokens

@@ -3,10 +3,10 @@
 Every key has a default; an unknown key, a wrong type or an unknown `BOXMAKER_*`
 variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 `/var/lib/boxmaker`. An empty socket path means its default under home
-(`boxmaker.core.layout.Home`).
+(`boxmaker.core.home.layout.Home`).
 
     [paths]   home
-    [sockets] loop (`core.links.LOOP_MEMORY`), broker (BROKER_MEMORY), owner
+    [sockets] loop (`core.home.links.LOOP_MEMORY`), broker (BROKER_MEMORY), owner
               (OWNER_MEMORY), group_access
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from boxmaker.core.layout import HOME_VARIABLE, Home, socket_path
-from boxmaker.core.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY
-from boxmaker.core.settings_check import RoleSettingsBase, Section
+from boxmaker.core.home.layout import HOME_VARIABLE, Home, socket_path
+from boxmaker.core.home.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY
+from boxmaker.core.home.settings_check import RoleSettingsBase, Section
 from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
@@ -31,7 +31,7 @@ class SocketsSection(Section):
     loop: str = ""
     broker: str = ""
     owner: str = ""
-    # true in a root install, false in dev mode: each link's modes (`core.links`)
+    # true in a root install, false in dev mode: each link's modes (`core.home.links`)
     group_access: bool = False
 
 

@@ -3,7 +3,7 @@
 I/O: the memory files, through `MemoryStore` and `RecallIndex`. Rules:
 
 1. `memory_call`'s `arguments` is compact JSON text, parsed again by the parser
-   policy used in brokerd (`boxmaker.core.args`: unknown fields refused, no
+   policy used in brokerd (`boxmaker.core.grants.args`: unknown fields refused, no
    coercion). Text that does not parse is answered `failed` with one line
    naming the field; nothing is written. So is a tool the tool table says runs
    here (`MemoryCall.tool` names only those) that has no code here.
@@ -32,10 +32,18 @@ from __future__ import annotations
 
 import logging
 
-from boxmaker.core.args import parse_arguments
 from boxmaker.core.errors import ArgsError, BoxmakerError, ErrorCode, ProtocolError
+from boxmaker.core.grants.args import parse_arguments
+from boxmaker.core.grants.tools import (
+    MemoryAddArgs,
+    MemoryArgs,
+    MemoryConsolidateArgs,
+    MemoryRecallArgs,
+    MemoryReplaceArgs,
+    ToolName,
+)
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     MAX_LOG_EXCLUDED,
     BlockExclusion,
     BlockSpan,
@@ -49,14 +57,6 @@ from boxmaker.core.messages import (
     Reindexed,
     ResultResponse,
     SessionUpdated,
-)
-from boxmaker.core.tools import (
-    MemoryAddArgs,
-    MemoryArgs,
-    MemoryConsolidateArgs,
-    MemoryRecallArgs,
-    MemoryReplaceArgs,
-    ToolName,
 )
 from boxmaker.memoryd.files import MemoryFileDamagedError
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, encode_record, read_journal

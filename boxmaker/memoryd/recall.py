@@ -51,8 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from boxmaker.core.grants.tools import MAX_RECALL
 from boxmaker.core.sanitize import refuse
-from boxmaker.core.tools import MAX_RECALL
 from boxmaker.memoryd.files import FILES, Entry, read_entries
 
 MAX_TERMS = 32

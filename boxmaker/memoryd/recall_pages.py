@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from boxmaker.core.argument_size import MAX_ARGUMENT_BYTES
+from boxmaker.core.grants.argument_size import MAX_ARGUMENT_BYTES
 from boxmaker.memoryd.files import Entry
 
 PAGE_BYTES = 4 * MAX_ARGUMENT_BYTES  # escaped content of one page, at most (rule 2)

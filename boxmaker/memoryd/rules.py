@@ -3,7 +3,7 @@
 `judge_write(kind, text, session_untrusted)` answers, in this order:
 
 0. Too large: an identity write (kind `memory` or `user`) whose text could not
-   fit the memory block even alone under its heading (`core.memory_block`, rule
+   fit the memory block even alone under its heading (`core.model.memory_block`, rule
    4) is refused with the rule `over-budget`, its answer naming the limit: it
    could never reach a prompt. Nothing is written or journalled.
 1. Refuse: any finding of `refuse(text, memory=True)` refuses the write, naming
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from boxmaker.core.memory_block import BLOCK_BYTES, OVER_BUDGET, alone_bytes
+from boxmaker.core.model.memory_block import BLOCK_BYTES, OVER_BUDGET, alone_bytes
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import RULES, flag, refuse
 from boxmaker.memoryd.files import FILES, IDENTITY_KINDS

@@ -2,7 +2,7 @@
 
 I/O: the listening sockets, bound and served by `boxmaker.ipc.shell` (each link's
 modes, at most a cap of connections each, the request by its deadline). Each
-socket accepts only its own link's kinds (`core.links`: LOOP_MEMORY for loopd,
+socket accepts only its own link's kinds (`core.home.links`: LOOP_MEMORY for loopd,
 BROKER_MEMORY for brokerd, OWNER_MEMORY for the owner), and answers any other
 kind `forbidden`. What each kind is answered is `boxmaker.memoryd.handlers`'.
 `Memoryd` is what `memoryd serve` runs, and what tests start in their own
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from boxmaker.core.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY, Link, Role
-from boxmaker.core.messages import (
+from boxmaker.core.home.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY, Link, Role
+from boxmaker.core.wire.messages import (
     MemoryBlock,
     MemoryCall,
     MemoryLog,

@@ -22,7 +22,7 @@ Rules, in the order a write follows them:
    Each identity entry is checked against the refuse rules again; one that fails,
    or one marked untrusted by hand, is left out and logged with its rule and id
    (never its text). Stored memory is never rewritten by a rule change.
-7. The block has a budget, BLOCK_BYTES of UTF-8 (`boxmaker.core.memory_block`,
+7. The block has a budget, BLOCK_BYTES of UTF-8 (`boxmaker.core.model.memory_block`,
    whose rules lay it out and fit it): soul.md first (cut if it alone passes),
    then the entries that pass, in order, while the next one fits; every entry from
    the first that does not is left out whole with the rule `over-budget`, counted
@@ -49,7 +49,7 @@ from datetime import datetime
 from pathlib import Path
 
 from boxmaker.core.labels import DataClass
-from boxmaker.core.memory_block import (
+from boxmaker.core.model.memory_block import (
     BLOCK_BYTES,
     LOGGED_IDS,
     OVER_BUDGET,

@@ -20,7 +20,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from boxmaker.core.layout import Home
+from boxmaker.core.home.layout import Home
 from boxmaker.sandbox.calls import (
     CA_INSIDE,
     DEFAULT_CA_FILE,

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from boxmaker.core.args import argument_fields
+from boxmaker.core.grants.args import argument_fields
 from boxmaker.sandbox.held import HeldSpec
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
@@ -83,7 +83,7 @@ def toolkit_request(
     """The JSON line the toolkit reads on standard input.
 
     `arguments` holds the call's fields as the tool table writes them
-    (`core.args.argument_fields`: the canonical form, so an absent cwd is left out).
+    (`core.grants.args.argument_fields`: the canonical form, so an absent cwd is left out).
     `expect` lists every bound path with the device and inode brokerd held: the
     toolkit refuses to start (PATH_SWAPPED) unless each is exactly that. `landlock`
     lists what the toolkit confines itself to: /usr and /proc, the read-only

@@ -4,14 +4,14 @@ A SOCKS5 server (RFC 1928) on a per-call Unix socket under `<home>/run/egress/`,
 bind-mounted into the sandbox, run in brokerd's process on threads and closed when
 its call ends. It speaks the "no authentication" method and CONNECT only, takes
 domain names only (never IPv4 or IPv6 address types), port 443 only, names that
-are valid host names (`boxmaker.core.hosts.host_problem`) and match one of the
+are valid host names (`boxmaker.core.grants.hosts.host_problem`) and match one of the
 grant's host patterns (`host_matches`), and connects only when every address the
 name resolves to is allowed: by default, addresses in none of the IANA
-special-purpose ranges of `boxmaker.core.addresses` (one such address among many
+special-purpose ranges of `boxmaker.core.wire.addresses` (one such address among many
 refuses the name). It then relays bytes both ways, with an idle timeout and a cap
 on the bytes of a relay.
 
-The handshake's rules are `boxmaker.core.socks5` (sans I/O); this module feeds it
+The handshake's rules are `boxmaker.core.wire.socks5` (sans I/O); this module feeds it
 the client's bytes under the handshake deadline, sends what it answers, and judges
 the name and port it yields (`_admit`). Bytes a client sends past its request,
 before the reply, are sent upstream first once connected, and count against the
@@ -41,8 +41,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from boxmaker.core.errors import BoxmakerError
-from boxmaker.core.hosts import host_matches, host_problem
-from boxmaker.core.socks5 import (
+from boxmaker.core.grants.hosts import host_matches, host_problem
+from boxmaker.core.wire.socks5 import (
     REPLY_CONNECTION_REFUSED,
     REPLY_HOST_UNREACHABLE,
     REPLY_NOT_ALLOWED,
@@ -281,7 +281,7 @@ class EgressProxy:
             self._untrack_and_close(client)
 
     def _handshake(self, client: socket.socket, deadline: float) -> tuple[Connect, bytes]:
-        """The client's CONNECT request and the bytes it sent past it (`core.socks5`).
+        """The client's CONNECT request and the bytes it sent past it (`core.wire.socks5`).
 
         _RefusedError on the parser's refusal; _HangUpError on a hang-up or the deadline.
         """

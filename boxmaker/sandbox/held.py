@@ -17,7 +17,7 @@ Who is refused, and with which fixed sentence:
     a missing file (read_file) or directory on the way            NOT_FOUND
     a file tool's target that is not a regular file               NOT_A_FILE
 
-For a shell's masks (`boxmaker.core.views`), every directory between a mount
+For a shell's masks (`boxmaker.core.grants.shell_view`), every directory between a mount
 and a masked path is held too and bound onto itself: a mount point cannot be
 renamed, so a call cannot move a masked path's parent aside and read it under
 another name in the next call.
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from boxmaker.core.errors import BoxmakerError
-from boxmaker.core.tools import ToolName, WriteFileArgs
+from boxmaker.core.grants.tools import ToolName, WriteFileArgs
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 
 log = logging.getLogger(__name__)

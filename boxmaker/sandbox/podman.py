@@ -65,7 +65,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from boxmaker.core.layout import Home
+from boxmaker.core.home.layout import Home
 from boxmaker.core.runbook import Runbook
 from boxmaker.sandbox.calls import (
     CA_INSIDE,

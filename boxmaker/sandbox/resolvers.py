@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Protocol
 
-from boxmaker.core.addresses import is_public_address
+from boxmaker.core.wire.addresses import is_public_address
 
 ALLOWED_PORT = 443
 
@@ -34,7 +34,7 @@ class Resolver(Protocol):
 class PublicResolver:
     """The production resolver: the system's DNS, and public addresses only.
 
-    Public means in no IANA special-purpose range: `boxmaker.core.addresses` holds
+    Public means in no IANA special-purpose range: `boxmaker.core.wire.addresses` holds
     the one table and its rule.
     """
 
@@ -46,5 +46,5 @@ class PublicResolver:
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
     def allows(self, address: str) -> bool:
-        """Only addresses in no special-purpose range (`core.addresses.is_public_address`)."""
+        """Only addresses in no special-purpose range (`core.wire.addresses.is_public_address`)."""
         return is_public_address(address)

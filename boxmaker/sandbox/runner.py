@@ -38,9 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NoReturn, Protocol
 
-from boxmaker.core.messages import FailedResponse, ResultResponse
-from boxmaker.core.policy import Decision, is_genuine
-from boxmaker.core.tools import (
+from boxmaker.core.grants.tools import (
     HttpFetchArgs,
     ReadFileArgs,
     ShellArgs,
@@ -48,6 +46,8 @@ from boxmaker.core.tools import (
     ToolName,
     WriteFileArgs,
 )
+from boxmaker.core.policy import Decision, is_genuine
+from boxmaker.core.wire.messages import FailedResponse, ResultResponse
 
 
 class RunFailure(StrEnum):

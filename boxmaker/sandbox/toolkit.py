@@ -14,7 +14,7 @@ standard output:
        | {"ok": false, "failure": "<RunFailure member name>"}
 
 `TOOLS` holds the code of each tool of the tool table that runs in the sandbox
-(`boxmaker.core.tools`, which this file cannot import: tests hold the two to the
+(`boxmaker.core.grants.tools`, which this file cannot import: tests hold the two to the
 same names); `arguments` are its fields as the table writes them. A tool the
 table has and `TOOLS` has not is refused with NO_SUCH_TOOL.
 

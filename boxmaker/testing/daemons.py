@@ -23,7 +23,7 @@ role's wiring is repeated here.
                                       socket, or none
     running_memoryd                   a `Memoryd` over the home's memory files
 
-Every path under a home comes from `boxmaker.core.layout.Home`. The real console
+Every path under a home comes from `boxmaker.core.home.layout.Home`. The real console
 scripts as child processes are `boxmaker.testing.processes`.
 """
 
@@ -54,13 +54,13 @@ from boxmaker.brokerd.config import (
 from boxmaker.brokerd.descriptors import DEFAULT_CAPS, ConnectionCaps
 from boxmaker.brokerd.grants_dir import GrantsDir
 from boxmaker.brokerd.serve import Brokerd
-from boxmaker.core.audit_records import AuditRecord
-from boxmaker.core.chat_format import GEMMA, ChatFormat
-from boxmaker.core.dialect import Dialect
-from boxmaker.core.grants import GrantSet
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import Envelope, Message, ToolRequest, Turn
+from boxmaker.core.audit.records import AuditRecord
+from boxmaker.core.grants.model import GrantSet
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import GEMMA, ChatFormat
+from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, Turn
 from boxmaker.loopd import config as loopd_config
 from boxmaker.loopd.model import Model
 from boxmaker.loopd.serve import Loopd

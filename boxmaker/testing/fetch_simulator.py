@@ -18,7 +18,7 @@
   (`<img>`) is shown as text, so it fetches nothing.
 
 Built on its own parse (markdown-it-py, CommonMark with GFM tables, HTML off),
-independent of `boxmaker.core.reply_escape`, so that it can catch its mistakes.
+independent of `boxmaker.core.display.reply_escape`, so that it can catch its mistakes.
 """
 
 from __future__ import annotations

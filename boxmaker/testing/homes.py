@@ -2,7 +2,7 @@
 brokerd.toml written into it, and its audit log read back.
 
 I/O: temporary directories and the files named. Every path under a home comes
-from `boxmaker.core.layout.Home`.
+from `boxmaker.core.home.layout.Home`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from boxmaker.brokerd.audit_startup import audit_files
-from boxmaker.core.audit_records import AuditRecord, decode_record
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.layout import Home
-from boxmaker.core.links import LINKS
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport
+from boxmaker.core.audit.records import AuditRecord, decode_record
+from boxmaker.core.home.layout import Home
+from boxmaker.core.home.links import LINKS
 
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; keep clear of it
 

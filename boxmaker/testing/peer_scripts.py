@@ -14,7 +14,8 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from boxmaker.core.messages import (
+from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.messages import (
     Event,
     Message,
     PendingApprovalResponse,
@@ -22,7 +23,6 @@ from boxmaker.core.messages import (
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.timestamps import format_timestamp
 from boxmaker.testing.sockets import Peer, Script
 
 # --- a fake brokerd ------------------------------------------------------------------

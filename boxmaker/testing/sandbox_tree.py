@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import Grant, GrantSet
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import Grant, GrantSet
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
+from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox.calls import Limits
 from boxmaker.sandbox.runner import Runtime, run
 from boxmaker.testing.waiting import wait_until

@@ -1,6 +1,6 @@
 """The worst inputs we can build for each sanitizer pattern, and a clock for scanning them.
 
-Shared by tests/core/test_sanitize_redos.py (each scan under 50 ms, or growing
+Shared by tests/core/sanitize/test_sanitize_redos.py (each scan under 50 ms, or growing
 linearly with its input on a machine too busy for that) and
 bench/sanitize.py (which may print the worst). No I/O; `time.perf_counter` only.
 

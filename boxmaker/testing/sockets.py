@@ -29,11 +29,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from boxmaker.core.connection import ClientConnection, ServerConnection
 from boxmaker.core.errors import ProtocolError, RequestError
-from boxmaker.core.frames import FrameDecoder, encode_frame
-from boxmaker.core.messages import Envelope, Message, ToolRequest, encode_envelope
 from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.core.wire.connection import ClientConnection, ServerConnection
+from boxmaker.core.wire.frames import FrameDecoder, encode_frame
+from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, encode_envelope
 from boxmaker.ipc.client import Request
 from boxmaker.ipc.server import bind_socket
 from boxmaker.testing.waiting import wait_until

@@ -1,6 +1,6 @@
 """A hostile template's attempt, run in a process of its own under a memory cap, measured.
 
-For tests/core/test_template_bounds.py (the sandbox in this process) and
+For tests/core/model/test_template_bounds.py (the sandbox in this process) and
 tests/ipc/test_template_worker.py (the worker). `attempt` starts
 `python -m boxmaker.testing.template_attempts` with the shape, waits for it by a
 deadline, and returns what it measured; so a shape that escapes its bounds takes
@@ -249,7 +249,7 @@ def _peak_mib(who: int) -> float:
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
-    from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
+    from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
     from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 
     messages = conversation(spec["messages"])

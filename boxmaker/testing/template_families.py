@@ -3,7 +3,7 @@ turns and calls, for the tests of loopd's prompts and streams against them.
 
 `FAMILIES` is the one table: each fixture's file name, the marker that closes its
 model's reply, the call syntax its template writes (None: none), and whether loopd's
-prompt is the template's own rendering exactly (else a rule of core.template_prompt
+prompt is the template's own rendering exactly (else a rule of core.model.template_prompt
 says why: see tests/loopd/test_template_prompts.py). `prompt_for` builds loopd's
 renderer over a fixture as loopd does; `own` is the template's own rendering (as
 Hugging Face's apply_chat_template gives it); `assistant_text` is what the family's
@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from boxmaker.core.template_prompt import CONTENT_SHAPES, TemplatePrompt
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.model.template_prompt import CONTENT_SHAPES, TemplatePrompt
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 
 TEMPLATES = Path(__file__).parents[2] / "tests" / "fixtures" / "chat_templates"
@@ -150,7 +150,7 @@ def structured_call(prompt: TemplatePrompt) -> dict[str, Any]:
 
 def system_message(prompt: TemplatePrompt, text: str) -> dict[str, Any]:
     """The system message as loopd hands it over: with the tools where the template
-    reads them from it (core.template_prompt rule 6)."""
+    reads them from it (core.model.template_prompt rule 6)."""
     tools = prompt.system_tools()
     return {"role": "system", "content": text, **({"tools": tools} if tools is not None else {})}
 

@@ -15,12 +15,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.audit_records import ApprovalAnswer, ApprovalEvent, DecisionEvent
-from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.audit.records import ApprovalAnswer, ApprovalEvent, DecisionEvent
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.grants.tools import ShellArgs
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.policy import approval_digest
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     Approve,
@@ -33,8 +35,6 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.policy import approval_digest
-from boxmaker.core.tools import ShellArgs
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import OpenCall

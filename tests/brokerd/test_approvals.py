@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.broker import WENT_AWAY
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditRecord,
@@ -23,11 +23,12 @@ from boxmaker.core.audit_records import (
     ResultEvent,
     ResultStatus,
 )
-from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.timestamps import add_ms, parse_timestamp
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     Approve,
@@ -41,7 +42,6 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.timestamps import add_ms, parse_timestamp
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import verify_log, write_grant
 from boxmaker.testing.sockets import OpenCall

@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 from boxmaker.bxctl.main import main as bxctl
-from boxmaker.core.argument_size import MAX_ARGUMENT_BYTES
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.argument_size import MAX_ARGUMENT_BYTES
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.hashes import sha256_hex
-from boxmaker.core.messages import DeniedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.messages import DeniedResponse, ResultResponse, ToolRequest
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import read_records, write_grant
 

@@ -19,13 +19,13 @@ from boxmaker.brokerd.audit_checkpoint import (
     read_checkpoint,
 )
 from boxmaker.brokerd.audit_startup import Refused, Started, audit_files, start_audit
-from boxmaker.core.audit_records import DecisionEvent, decode_record, encode_line
-from boxmaker.core.checkpoints import Checkpoint, encode_state
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.checkpoints import Checkpoint, encode_state
+from boxmaker.core.audit.records import DecisionEvent, decode_record, encode_line
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import AuditCheckpoint, CheckpointReply, Error
+from boxmaker.core.wire.messages import AuditCheckpoint, CheckpointReply, Error
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import make_home, write_config
 from boxmaker.testing.processes import DaemonProcess, clean_environment

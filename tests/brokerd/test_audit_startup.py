@@ -9,10 +9,10 @@ import pytest
 
 from boxmaker.brokerd.audit_startup import Refused, Started, audit_files, start_audit
 from boxmaker.brokerd.audit_writer import AuditLock
-from boxmaker.core.audit_records import DecisionEvent, decode_record
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport, Location
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport, Location
+from boxmaker.core.audit.records import DecisionEvent, decode_record
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.labels import DataClass
 
 D1, D2 = "2026-11-30.jsonl", "2026-12-01.jsonl"

@@ -23,10 +23,10 @@ from boxmaker.brokerd.audit_writer import (
     AuditWriter,
     Position,
 )
-from boxmaker.core.audit_records import DecisionEvent, RecoveryEvent, decode_record
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport, Location
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport, Location
+from boxmaker.core.audit.records import DecisionEvent, RecoveryEvent, decode_record
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import add_ms
@@ -228,8 +228,8 @@ _CHILD = """
 import sys
 from pathlib import Path
 from boxmaker.brokerd.audit_startup import start_audit
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import AllowedRecord
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import AllowedRecord
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import add_ms
 started = start_audit(Path(sys.argv[1]), "2026-11-30T10:00:00.000Z")

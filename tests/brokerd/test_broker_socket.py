@@ -13,8 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.policy import MAX_DETAIL
+from boxmaker.core.wire.messages import (
     Approvals,
     Approve,
     CheckGrants,
@@ -25,7 +26,6 @@ from boxmaker.core.messages import (
     Turn,
     encode_envelope,
 )
-from boxmaker.core.policy import MAX_DETAIL
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import exchange_raw

@@ -42,7 +42,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from boxmaker.brokerd.admin import expire as expire_entry
 from boxmaker.brokerd.config import GatewaySection
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditRecord,
@@ -50,11 +50,13 @@ from boxmaker.core.audit_records import (
     ResultEvent,
     decode_record,
 )
-from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
+from boxmaker.core.grants.tools import ReadFileArgs, ShellArgs, WriteFileArgs
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.policy import SessionState
+from boxmaker.core.wire.messages import (
     Approve,
     ApproveResult,
     DeniedResponse,
@@ -67,8 +69,6 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.policy import SessionState
-from boxmaker.core.tools import ReadFileArgs, ShellArgs, WriteFileArgs
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.testing.daemons import Clock, InProcessBrokerd, start_brokerd
 from boxmaker.testing.homes import read_records, verify_log, write_grant

@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.messages import (
     Approvals,
     Approve,
     CheckGrants,

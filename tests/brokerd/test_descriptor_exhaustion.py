@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import ProtocolError
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import ApprovalList, Approvals, DeniedResponse, ToolRequest
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.messages import ApprovalList, Approvals, DeniedResponse, ToolRequest
 from boxmaker.testing.homes import make_home, write_config
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.sockets import exchange

@@ -18,10 +18,11 @@ import pytest
 
 from boxmaker.brokerd.config import GatewaySection, load_config
 from boxmaker.brokerd.gateway_link import ABANDONED
-from boxmaker.core.audit_records import ApprovalAnswer, ApprovalEvent
-from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.audit.records import ApprovalAnswer, ApprovalEvent
 from boxmaker.core.errors import ConfigError, ErrorCode
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import (
     ApprovalList,
     ApprovalOutcome,
     ApprovalPosted,
@@ -38,7 +39,6 @@ from boxmaker.core.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.runbook import Runbook
 from boxmaker.testing.daemons import Clock, InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import OpenCall, Peer, Script, ScriptedServer

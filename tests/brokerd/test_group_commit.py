@@ -29,16 +29,16 @@ from boxmaker.brokerd.audit_writer import (
 )
 from boxmaker.brokerd.ledger import Ledger
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.audit_records import DecisionEvent, decode_record
-from boxmaker.core.chain import ChainVerifier
-from boxmaker.core.chain_report import ChainReport
-from boxmaker.core.decisions import DeniedRecord, DenyReason
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.audit.chain import ChainVerifier
+from boxmaker.core.audit.chain_report import ChainReport
+from boxmaker.core.audit.records import DecisionEvent, decode_record
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
+from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import Denial
 from boxmaker.core.timestamps import add_ms
+from boxmaker.core.wire.messages import ToolRequest
 from boxmaker.testing.waiting import wait_until
 
 NOW = "2026-11-30T12:00:00.000Z"

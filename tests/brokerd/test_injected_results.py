@@ -22,11 +22,11 @@ import pytest
 
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.bxctl.approvals_cmd import block
-from boxmaker.core.audit_records import DecisionEvent, ResultEvent
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.decisions import AskRecord
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import DecisionEvent, ResultEvent
+from boxmaker.core.grants.decisions import AskRecord
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     Event,

@@ -17,12 +17,12 @@ import pytest
 from boxmaker.brokerd.config import MAX_OUTPUT_BYTES, load_config
 from boxmaker.bxctl.chat_cmd import handle_pending
 from boxmaker.bxctl.main import main as bxctl
-from boxmaker.core.audit_records import ResultEvent
+from boxmaker.core.audit.records import ResultEvent
 from boxmaker.core.errors import ConfigError
-from boxmaker.core.frame_fit import FRAME_BUDGET, envelope_size
-from boxmaker.core.frames import MAX_FRAME
 from boxmaker.core.hashes import sha256_hex
-from boxmaker.core.messages import (
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size
+from boxmaker.core.wire.frames import MAX_FRAME
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     PendingApproval,

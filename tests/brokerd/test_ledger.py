@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.ledger import NOT_RECORDED
-from boxmaker.core.audit_records import DecisionEvent, ResultEvent, ResultStatus
-from boxmaker.core.decisions import AllowedRecord, DeniedRecord, DenyReason
+from boxmaker.core.audit.records import DecisionEvent, ResultEvent, ResultStatus
+from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     DeniedResponse,
     FailedResponse,
     ResultResponse,

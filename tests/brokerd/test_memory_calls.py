@@ -17,14 +17,15 @@ import pytest
 from boxmaker.brokerd.config import MemorySection
 from boxmaker.brokerd.memory_link import NOT_CONFIGURED, UNAVAILABLE
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.audit_records import DecisionEvent, ResultEvent, ResultStatus
-from boxmaker.core.decisions import AllowedRecord, DenyReason
+from boxmaker.core.audit.records import DecisionEvent, ResultEvent, ResultStatus
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.grants.decisions import AllowedRecord, DenyReason
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import GrantSet
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.policy import Decision, SessionState, decide
+from boxmaker.core.wire.messages import (
     Approve,
     DeniedResponse,
     Error,
@@ -37,7 +38,6 @@ from boxmaker.core.messages import (
     ToolRequest,
     UntrustedBy,
 )
-from boxmaker.core.policy import Decision, SessionState, decide
 from boxmaker.memoryd.store import MemoryStore, Provenance
 from boxmaker.sandbox.runner import build_spec
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd, running_memoryd

@@ -15,12 +15,12 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.audit_startup import Started, audit_files, start_audit
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import Approvals, DeniedResponse, Error, ToolRequest
 from boxmaker.core.timestamps import add_ms
+from boxmaker.core.wire.messages import Approvals, DeniedResponse, Error, ToolRequest
 from boxmaker.testing.homes import make_home, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script
 from boxmaker.testing.sockets import exchange

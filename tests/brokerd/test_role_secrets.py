@@ -20,8 +20,8 @@ import tomli_w
 
 from boxmaker.brokerd.config import BrokerdConfig, load_config
 from boxmaker.core.errors import ConfigError, StartupError
-from boxmaker.core.layout import Home
-from boxmaker.core.secrets import Secrets
+from boxmaker.core.home.layout import Home
+from boxmaker.core.home.secrets import Secrets
 from boxmaker.ipc.secrets import CREDENTIALS_VARIABLE, load_secrets
 from boxmaker.loopd.config import load_config as load_loopd_config
 from boxmaker.testing.homes import make_home

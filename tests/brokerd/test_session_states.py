@@ -17,7 +17,8 @@ from boxmaker.brokerd.admin import page_states
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.policy import SessionState
+from boxmaker.core.wire.messages import (
     Envelope,
     Error,
     ResultResponse,
@@ -28,7 +29,6 @@ from boxmaker.core.messages import (
     UntrustedBy,
     encode_envelope,
 )
-from boxmaker.core.policy import SessionState
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 

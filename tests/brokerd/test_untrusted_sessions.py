@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     Approve,

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.audit_startup import Started, start_audit
-from boxmaker.core.audit_records import (
+from boxmaker.core.audit.records import (
     ApprovalAnswer,
     ApprovalEvent,
     AuditEvent,
@@ -47,15 +47,15 @@ from boxmaker.core.audit_records import (
     ResultEvent,
     ResultStatus,
 )
-from boxmaker.core.decisions import (
+from boxmaker.core.grants.decisions import (
     AllowedRecord,
     AskRecord,
     DecisionRecord,
     DeniedRecord,
     DenyReason,
 )
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import Mode
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import Mode
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass
 

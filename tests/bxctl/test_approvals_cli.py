@@ -18,9 +18,9 @@ import orjson
 import pytest
 
 from boxmaker.bxctl.main import main as bxctl
-from boxmaker.core.audit_records import ApprovalEvent, DecisionEvent
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import ApprovalEvent, DecisionEvent
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.wire.messages import (
     DeniedResponse,
     PendingApprovalResponse,
     ResultResponse,

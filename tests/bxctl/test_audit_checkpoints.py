@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.audit_startup import Started, start_audit
-from boxmaker.core.audit_names import audit_file_name
-from boxmaker.core.audit_records import DecisionEvent, decode_record, encode_line
-from boxmaker.core.decisions import DeniedRecord, DenyReason
+from boxmaker.core.audit.names import audit_file_name
+from boxmaker.core.audit.records import DecisionEvent, decode_record, encode_line
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 
@@ -209,7 +209,7 @@ def sealed(key: Path, text: str, prev: str = ZERO_HASH) -> str:
     """`text` (`SEQ:HEAD TIME`) signed with the private key file `key` after the sealed
     line whose hash is `prev` (the genesis value for a first line), as bxctl signs."""
     from boxmaker.bxctl.seal import load_private, seal
-    from boxmaker.core.checkpoints import format_line, parse_line
+    from boxmaker.core.audit.checkpoints import format_line, parse_line
 
     parsed = parse_line(text)
     assert parsed is not None

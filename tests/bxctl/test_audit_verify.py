@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.audit_startup import Started, start_audit
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import AllowedRecord, AskRecord, DecisionRecord
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DecisionRecord
 from boxmaker.core.labels import DataClass
 
 BXCTL = str(Path(sys.executable).parent / "bxctl")

@@ -23,8 +23,8 @@ import orjson
 import pytest
 
 from boxmaker.bxctl.main import main as bxctl
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.wire.messages import (
     ApprovalList,
     ApprovalPendingEvent,
     Approvals,

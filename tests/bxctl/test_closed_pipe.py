@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from boxmaker.bxctl.cli import EXIT_CLOSED_PIPE
-from boxmaker.core.audit_records import DecisionEvent, encode_line
-from boxmaker.core.decisions import AllowedRecord
+from boxmaker.core.audit.records import DecisionEvent, encode_line
+from boxmaker.core.grants.decisions import AllowedRecord
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ContentEvent
+from boxmaker.core.wire.messages import ContentEvent
 from boxmaker.testing.peer_scripts import fake_loopd_script
 from boxmaker.testing.processes import clean_environment, console_script
 from boxmaker.testing.sockets import ScriptedServer

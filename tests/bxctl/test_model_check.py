@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from boxmaker.core.context_fit import kv_bytes_per_token
+from boxmaker.core.model.context_fit import kv_bytes_per_token
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.tiny_gguf import read_vocabulary, write_tiny_model
 

@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.bxctl.sessions_cmd import TEXT_INDENT, entry_lines
-from boxmaker.core.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.display.escape import escape_model_text
+from boxmaker.core.display.hidden_chars import is_hidden
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.escape import escape_model_text
-from boxmaker.core.hidden_chars import is_hidden
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.policy import SessionState
+from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.core.wire.messages import (
     Compact,
     ContextCompactedEvent,
     Error,
@@ -36,8 +38,6 @@ from boxmaker.core.messages import (
     TurnEvent,
     UntrustedBy,
 )
-from boxmaker.core.policy import SessionState
-from boxmaker.core.timestamps import parse_timestamp
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import (

@@ -10,7 +10,7 @@ import pytest
 
 from boxmaker import __version__
 from boxmaker.bxctl import main as bxctl_main
-from boxmaker.core.layout import HOME_VARIABLE, Home
+from boxmaker.core.home.layout import HOME_VARIABLE, Home
 from boxmaker.testing.daemons import running_memoryd
 from boxmaker.testing.homes import make_home
 

@@ -23,9 +23,9 @@ import pytest
 
 import boxmaker
 from boxmaker.core import errors
-from boxmaker.core.connection import ClientConnection, ServerConnection
 from boxmaker.core.errors import BoxmakerError, MisuseError, ProtocolError
-from boxmaker.core.messages import Approvals, Ok
+from boxmaker.core.wire.connection import ClientConnection, ServerConnection
+from boxmaker.core.wire.messages import Approvals, Ok
 
 PACKAGE = Path(boxmaker.__file__).parent
 

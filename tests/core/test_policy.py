@@ -12,11 +12,11 @@ from typing import Any, Literal
 import pytest
 
 from boxmaker.core import policy
-from boxmaker.core.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import Grant, GrantProblem, GrantSet, Mode
+from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import Grant, GrantProblem, GrantSet, Mode
+from boxmaker.core.grants.tools import ReadFileArgs, ToolName
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import (
     Ask,
     Decision,
@@ -26,7 +26,7 @@ from boxmaker.core.policy import (
     decide,
     redecide,
 )
-from boxmaker.core.tools import ReadFileArgs, ToolName
+from boxmaker.core.wire.messages import ToolRequest
 
 NOW = "2026-11-30T12:00:00.000Z"
 PUBLIC, PRIVATE, SECRET = DataClass.PUBLIC, DataClass.PRIVATE, DataClass.SECRET

@@ -23,14 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.core.args import parse_arguments
 from boxmaker.core.errors import ArgsError
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import Grant, GrantSet
+from boxmaker.core.grants.args import parse_arguments
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import Grant, GrantSet
+from boxmaker.core.grants.tools import ShellArgs, ToolName
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ToolRequest
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide
-from boxmaker.core.tools import ShellArgs, ToolName
+from boxmaker.core.wire.messages import ToolRequest
 
 pytestmark = pytest.mark.slow  # 2,000 examples each
 

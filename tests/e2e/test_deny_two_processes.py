@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.decisions import DeniedRecord, DenyReason
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import Event, ToolDeniedEvent, ToolResultEvent
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.wire.messages import Event, ToolDeniedEvent, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.audit_records import ApprovalEvent, DecisionEvent, ResultEvent
+from boxmaker.core.audit.records import ApprovalEvent, DecisionEvent, ResultEvent
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.homes import read_records, verify_log
 from boxmaker.testing.homes import write_grant as grant

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.hidden_chars import is_hidden
+from boxmaker.core.display.hidden_chars import is_hidden
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.loopd_runs import LoopdRun, write_loopd_config
 from boxmaker.testing.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model

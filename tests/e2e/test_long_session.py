@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.layout import HOME_VARIABLE, Home
-from boxmaker.core.messages import (
+from boxmaker.core.home.layout import HOME_VARIABLE, Home
+from boxmaker.core.wire.messages import (
     ContextCompactedEvent,
     ToolResultEvent,
     TurnDone,

@@ -22,12 +22,12 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.audit_records import DecisionEvent, ResultEvent
-from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.audit.records import DecisionEvent, ResultEvent
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import Event, TurnDone
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.policy import SessionState
+from boxmaker.core.wire.messages import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.session_log import SessionLogs

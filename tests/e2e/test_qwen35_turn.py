@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.tool_calls import CallSyntax
+from boxmaker.core.wire.messages import (
     ContentEvent,
     Event,
     ReasoningEvent,
     ToolCallStartedEvent,
     ToolDeniedEvent,
 )
-from boxmaker.core.tool_calls import CallSyntax
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect, self_test
@@ -128,7 +128,7 @@ def test_a_call_written_inside_reasoning_never_reaches_brokerd(tmp_path: Path) -
 
 
 def test_a_call_after_reasoning_the_model_never_closed_runs(tmp_path: Path) -> None:
-    """Rule 2 of core.reasoning: Qwen3.5 may go from thinking to a call without `</think>`."""
+    """Rule 2 of core.model.reasoning: Qwen3.5 may go from thinking to a call without `</think>`."""
     first = f"{THINKING}\n\n{XML_CALL}"
     home, _, events, content = run_turn(tmp_path, [first, f"\n</think>\n\n{ANSWER}"])
     try:

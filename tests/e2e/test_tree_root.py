@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.connection import ClientConnection
-from boxmaker.core.links import LINKS, Role
-from boxmaker.core.links import ROLE_USERS as USER_OF
-from boxmaker.core.messages import ToolRequest
+from boxmaker.core.home.links import LINKS, Role
+from boxmaker.core.home.links import ROLE_USERS as USER_OF
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.messages import ToolRequest
 from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 
@@ -273,7 +273,7 @@ def test_a_root_install_keeps_the_roles_apart(installed: tuple[Path, Path]) -> N
     chat = _run(str(bin_dir / "bxctl"), "chat", "--say", "hello", env=env, timeout=300)
     assert chat.returncode == 0, chat.stderr
 
-    # loop.sock's owner kinds (core.links rule 5): the owner named at install lists
+    # loop.sock's owner kinds (core.home.links rule 5): the owner named at install lists
     # the sessions; gatewayd's user, in the same group, is answered forbidden
     bxctl = str(bin_dir / "bxctl")
     listed = _run("runuser", "-u", OWNER, "--", "env", owner_env, bxctl, "sessions", timeout=60)

@@ -6,7 +6,7 @@ calls, writes `</parameter>`, `</function>`, `</tool_call>`, `<parameter=x>` or
 `<tool_call>` inside a value, and cannot escape them. Each such content is written
 here as the real model would write it: the call is rendered by the real Qwen3.5
 template (tests/fixtures/chat_templates/Qwen3.5-4B.jinja, through
-`core.template_sandbox` with Hugging Face's `tojson`), both as a direct
+`core.model.template_sandbox` with Hugging Face's `tojson`), both as a direct
 `write_file` call and as `call_tool` whose `arguments` parameter is the JSON text of
 the inner call's arguments. A scripted model (`testing.scripted_model`) streams that
 reply into loopd's real turn loop (in this process), which calls the real `brokerd`
@@ -35,11 +35,11 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.audit_records import DecisionEvent, ResultEvent
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import ContentEvent, Event, ToolResultEvent
-from boxmaker.core.template_sandbox import ChatTemplate
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.audit.records import DecisionEvent, ResultEvent
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.template_sandbox import ChatTemplate
+from boxmaker.core.model.tool_calls import CallSyntax
+from boxmaker.core.wire.messages import ContentEvent, Event, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect

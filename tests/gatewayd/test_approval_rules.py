@@ -13,10 +13,10 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from boxmaker.core.audit_records import ApprovalAnswer
+from boxmaker.core.audit.records import ApprovalAnswer
+from boxmaker.core.display.reply_parts import MAX_POST_CHARS
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ApprovalOutcome, PendingApproval, UntrustedBy
-from boxmaker.core.reply_parts import MAX_POST_CHARS
+from boxmaker.core.wire.messages import ApprovalOutcome, PendingApproval, UntrustedBy
 from boxmaker.gatewayd.approval_rules import (
     APPROVE_EMOJI,
     MAX_SHOWN_ARGUMENTS,

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from boxmaker.core.audit_records import ApprovalAnswer, ApprovalEvent
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.messages import (
+from boxmaker.core.audit.records import ApprovalAnswer, ApprovalEvent
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.wire.messages import (
     Approve,
     DeniedResponse,
     PendingApprovalResponse,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import Turn, TurnDone
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.messages import Turn, TurnDone
 from boxmaker.gatewayd.watermark import decode_watermark
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
 from boxmaker.testing.homes import make_home

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.display.reply_parts import CONTINUED, MAX_POST_CHARS
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.messages import (
     ContentEvent,
     ContextCompactedEvent,
     ReasoningEvent,
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.reply_parts import CONTINUED, MAX_POST_CHARS
 from boxmaker.gatewayd.config import (
     GatewaydConfig,
     LoopSection,
@@ -196,7 +196,7 @@ def test_an_edit_is_never_a_turn(fake: FakeMattermost, gatewayd: Gatewayd, loopd
 def test_compact_in_chat_is_refused_with_the_owner_s_command_and_sends_nothing(
     fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd, text: str
 ) -> None:
-    # compact is the owner's alone on loop.sock (core.links rule 5): gatewayd sends none
+    # compact is the owner's alone on loop.sock (core.home.links rule 5): gatewayd sends none
     first = fake.post_as(fake.owner, dm(fake), "one")
     answered(fake, 1)
     fake.post_as(fake.owner, dm(fake), text, root_id=first["id"])

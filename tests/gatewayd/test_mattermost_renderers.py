@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.core.reply_escape import NOTICE, escape_reply
+from boxmaker.core.display.reply_escape import NOTICE, escape_reply
 from boxmaker.testing.fetch_simulator import fetches
 from boxmaker.testing.renderers import Rendered, Renderers
 

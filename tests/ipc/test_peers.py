@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import ErrorCode, StartupError
-from boxmaker.core.links import LOOP, ROLE_USERS, Role
-from boxmaker.core.messages import Error, SessionList, Sessions, Status, StatusReport
+from boxmaker.core.home.links import LOOP, ROLE_USERS, Role
+from boxmaker.core.wire.messages import Error, SessionList, Sessions, Status, StatusReport
 from boxmaker.ipc.peers import DEV_PEERS, NO_OWNER, Peers, peer_uid, peers_for
 from boxmaker.ipc.server import Handlers, SocketRules, answering, bind_socket, serve_forever
 from boxmaker.ipc.shell import Endpoint, RoleSockets

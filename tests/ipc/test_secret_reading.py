@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.secrets import MAX_SECRET_BYTES, SecretSource
+from boxmaker.core.home.secrets import MAX_SECRET_BYTES, SecretSource
 from boxmaker.ipc.secrets import CREDENTIALS_VARIABLE, load_secrets
 
 VALUE = b"s3cr3t-value-7f1c"

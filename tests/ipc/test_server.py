@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.descriptors import ConnectionCaps
-from boxmaker.core.connection import ClientConnection
-from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode, ProtocolError, StartupError
-from boxmaker.core.links import LOOP_BROKER
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home.links import LOOP_BROKER
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.messages import (
     ApprovalList,
     Approvals,
     DeniedResponse,

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frames import FrameDecoder, encode_frame
-from boxmaker.core.links import OWNER_BROKER
-from boxmaker.core.messages import Approvals, Error, Ok, Status, decode_envelope
+from boxmaker.core.home.links import OWNER_BROKER
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.frames import FrameDecoder, encode_frame
+from boxmaker.core.wire.messages import Approvals, Error, Ok, Status, decode_envelope
 from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
 
 DEADLINE_S = 0.3

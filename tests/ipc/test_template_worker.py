@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import Role, Turn
-from boxmaker.core.template_prompt import TemplatePrompt
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.model.chat_format import Role, Turn
+from boxmaker.core.model.template_prompt import TemplatePrompt
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 from boxmaker.testing.template_attempts import (

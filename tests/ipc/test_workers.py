@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import ErrorCode, ProtocolError
-from boxmaker.core.links import Link, Role
-from boxmaker.core.messages import Error, Ok, Status
+from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.messages import Error, Ok, Status
 from boxmaker.ipc import server
 from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
 from boxmaker.testing.sockets import exchange

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     ContentEvent,
     DeniedResponse,
     Error,

@@ -1,4 +1,4 @@
-"""A reply's call ids (core.call_ids): the model's own where it wrote one of the form a
+"""A reply's call ids (core.model.call_ids): the model's own where it wrote one of the form a
 template is handed, else a new one; and a Mistral model that writes none gets one its
 template accepts, carried by the result that answers the call, through the turn loop."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.call_ids import call_ids, has_form, written_ids
-from boxmaker.core.dialect import from_template
-from boxmaker.core.tool_calls import CallSyntax, parse_reply
+from boxmaker.core.model.call_ids import call_ids, has_form, written_ids
+from boxmaker.core.model.dialect import from_template
+from boxmaker.core.model.tool_calls import CallSyntax, parse_reply
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
 from boxmaker.testing.homes import make_home

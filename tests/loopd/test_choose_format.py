@@ -16,7 +16,8 @@ import pytest
 import tomli_w
 from pydantic import ValidationError
 
-from boxmaker.core.chat_format import (
+from boxmaker.core.errors import ConfigError, StartupError
+from boxmaker.core.model.chat_format import (
     CHATML,
     GEMMA,
     KNOWN_FORMATS,
@@ -25,7 +26,6 @@ from boxmaker.core.chat_format import (
     PHI3,
     ChatFormat,
 )
-from boxmaker.core.errors import ConfigError, StartupError
 from boxmaker.loopd.config import LoopdConfig, ModelSection, load_config
 from boxmaker.loopd.dialects import SELFTEST_POINTER, choose_format, self_test
 from boxmaker.testing.scripted_model import OFFSET, ScriptedModel

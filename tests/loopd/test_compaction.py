@@ -18,9 +18,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core import layout
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.compaction_plan import (
+from boxmaker.core.home import layout
+from boxmaker.core.labels import DataClass
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.compaction_plan import (
     MEMORY_CHANCE,
     SUMMARY_HEADING,
     SUMMARY_INSTRUCTION,
@@ -28,8 +29,7 @@ from boxmaker.core.compaction_plan import (
     plan,
     spans,
 )
-from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     ContextCompactedEvent,
     Event,
     ResultResponse,

@@ -14,11 +14,11 @@ import threading
 from pathlib import Path
 
 from boxmaker.brokerd.session_state import SessionStore
-from boxmaker.core.audit_records import DecisionEvent
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
-from boxmaker.core.decisions import AskRecord
-from boxmaker.core.messages import ApprovalPendingEvent, ContextCompactedEvent, Event, Refuse
+from boxmaker.core.audit.records import DecisionEvent
+from boxmaker.core.grants.decisions import AskRecord
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.wire.messages import ApprovalPendingEvent, ContextCompactedEvent, Event, Refuse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop

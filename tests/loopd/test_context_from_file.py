@@ -6,7 +6,7 @@ them and run through a real `loopd probe`.
 The files (a real Qwen3.5 vocabulary and template; 4 layers make one attention layer,
 3 make none, `full_attention_interval` being 4):
 
-    issue-38        3 layers, context_length 2^31: refused by rule 0 of core.context_fit,
+    issue-38        3 layers, context_length 2^31: refused by rule 0 of core.model.context_fit,
                     naming the key, before any weight loads
     no-attention    3 layers, context_length 2^21: capped at loopd's most, 2^20; its KV
                     cache is 0 bytes, its cells are not. The pinned llama.cpp then aborts
@@ -37,7 +37,7 @@ import pytest
 import tomli_w
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.offload import Backend
+from boxmaker.core.model.offload import Backend
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.placement import plan
 from boxmaker.loopd.probe_cache import record_path

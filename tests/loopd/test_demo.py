@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
+from boxmaker.core.wire.messages import (
     ApprovalPendingEvent,
     ContentEvent,
     Event,
@@ -27,7 +28,6 @@ from boxmaker.core.messages import (
     ToolCallStartedEvent,
     ToolRequest,
 )
-from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
 from boxmaker.loopd import main as loopd_main
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply

@@ -1,6 +1,6 @@
 """For each family's real template, a reply streamed in any pieces gives what the whole
-reply gives: the same reasoning, content and calls (core.reasoning, then
-core.reply_stream, as the turn loop chains them).
+reply gives: the same reasoning, content and calls (core.model.reasoning, then
+core.model.reply_stream, as the turn loop chains them).
 
 The replies are built as the family's model writes them: its reasoning block where its
 template has markers (opened by the prompt where the template opens it), content, and
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from boxmaker.core.reasoning import ReasoningMarkers, ReasoningStream, split_reasoning
-from boxmaker.core.reply_stream import ReplyStream
-from boxmaker.core.template_prompt import TemplatePrompt
-from boxmaker.core.tool_calls import WHOLE_REPLY, ToolCall, parse_reply
+from boxmaker.core.model.reasoning import ReasoningMarkers, ReasoningStream, split_reasoning
+from boxmaker.core.model.reply_stream import ReplyStream
+from boxmaker.core.model.template_prompt import TemplatePrompt
+from boxmaker.core.model.tool_calls import WHOLE_REPLY, ToolCall, parse_reply
 from boxmaker.loopd.tools import SCHEMAS
 from boxmaker.testing.template_families import CALL, FAMILIES, assistant_text, prompt_for
 

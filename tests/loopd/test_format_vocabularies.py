@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.core.errors import StartupError
+from boxmaker.core.model.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_format
 from boxmaker.loopd.model_check import VocabularyModel  # loopd's own, as model check uses it

@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from boxmaker.core.hidden_chars import is_hidden
+from boxmaker.core.display.hidden_chars import is_hidden
 from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.llama_stand_in import COMPILING, install

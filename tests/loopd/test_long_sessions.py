@@ -3,7 +3,7 @@
 For each fixture of `template_families.FAMILIES`, a scripted model speaking that
 family's language (its calls exactly as its template renders them, a reasoning
 block where the template knows `<think>`) goes through three owner turns with the
-real `TurnLoop`, the dialect made from the real template (`core.dialect`), a fake
+real `TurnLoop`, the dialect made from the real template (`core.model.dialect`), a fake
 brokerd on a real socket answering through the real `BrokerPort`:
 
     owner   Read my notes, please.
@@ -42,14 +42,14 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core import layout
-from boxmaker.core.call_ids import has_form
-from boxmaker.core.decisions import DenyReason
-from boxmaker.core.dialect import Dialect, from_template
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import DeniedResponse, ResultResponse
-from boxmaker.core.template_prompt import TemplatePrompt
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.model.call_ids import has_form
+from boxmaker.core.model.dialect import Dialect, from_template
+from boxmaker.core.model.template_prompt import TemplatePrompt
+from boxmaker.core.model.tool_calls import CallSyntax
+from boxmaker.core.wire.messages import DeniedResponse, ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.tools import denial_text, system_prompt

@@ -29,14 +29,14 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.compaction_plan import SUMMARY_INSTRUCTION
-from boxmaker.core.connection import ClientConnection
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frames import FrameDecoder
-from boxmaker.core.layout import Home
-from boxmaker.core.links import LOOP
-from boxmaker.core.messages import (
+from boxmaker.core.home.layout import Home
+from boxmaker.core.home.links import LOOP
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.compaction_plan import SUMMARY_INSTRUCTION
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.frames import FrameDecoder
+from boxmaker.core.wire.messages import (
     Compact,
     ContextCompactedEvent,
     Envelope,

@@ -13,11 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.frames import MAX_FRAME
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.wire.frames import MAX_FRAME
+from boxmaker.core.wire.messages import (
     Compact,
     ContextCompactedEvent,
     Error,

@@ -17,11 +17,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core.connection import ClientConnection
-from boxmaker.core.decisions import DenyReason
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.messages import (
     Approvals,
     ContentEvent,
     DeniedResponse,

@@ -1,6 +1,6 @@
 """loopd.toml's context keys and the turn's budgets: `[model] context` (0 = what fits) and
 `memory_mib`, `[turn] compact_at`, `summary_tokens` and `keep_turns`, validated in
-`boxmaker.loopd.config`, resolved at start (`startup.resolve_context`, `core.context_fit`)
+`boxmaker.loopd.config`, resolved at start (`startup.resolve_context`, `core.model.context_fit`)
 from the metadata the probe child read (`loopd.probe`; remembered with a passed probe,
 `loopd.probe_cache`), and handed to the turn loop (`main.turn_limits`) and to the model
 (`startup.load_model`).
@@ -9,7 +9,7 @@ The real pieces, where a test needs them: the embedded model's file (its metadat
 as loopd reads it, the vocabulary loaded alone), a full load of it, and `loopd probe`
 as a real process, refusing a context before any weight loads, or saying the one it
 chose. The offload is planned against a build without a GPU (`NO_GPU`), and the probe
-is told to run without one: the context's cost depends on it (`core.context_fit`),
+is told to run without one: the context's cost depends on it (`core.model.context_fit`),
 and these figures must not change on a machine with a GPU. I/O: temporary homes and
 loopd.toml files, the embedded model, child processes.
 """
@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import tomli_w
 
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.context_fit import ContextFit
-from boxmaker.core.dialect import from_format
 from boxmaker.core.errors import ConfigError, StartupError
-from boxmaker.core.offload import Backend
-from boxmaker.core.reasoning import ReasoningMarkers
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.context_fit import ContextFit
+from boxmaker.core.model.dialect import from_format
+from boxmaker.core.model.offload import Backend
+from boxmaker.core.model.reasoning import ReasoningMarkers
 from boxmaker.loopd import probe_cache, startup
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.main import reasons, turn_limits
@@ -59,7 +59,7 @@ GEMMA3_270M = {  # the embedded model's, as llama.cpp gives them
     "gemma3.attention.sliding_window": "512",
 }
 # a token of its context on the CPU without flash attention: the KV cache, then two
-# caches' cells and masks, the token id and four heads of scores (core.context_fit)
+# caches' cells and masks, the token id and four heads of scores (core.model.context_fit)
 GEMMA3_KV = 18432
 GEMMA3_OTHER = 2 * 148 + 4 + 2 * 512 * 4 + 512 * 4 * 6  # 16,684
 NO_ATTENTION = {  # a hybrid with no attention layer: its KV cache is 0 bytes
@@ -365,7 +365,7 @@ def test_serve_resolves_from_the_remembered_metadata_and_probes_again_for_new_se
     other = config_of(tmp_path, {"model": {"path": str(model), "memory_mib": 200}})
     startup.probe(other, again=False)  # another memory_mib may be another context
     assert len(children) == 2
-    monkeypatch.setattr(probe_cache, "PROBE_CODE", ("boxmaker.core.offload",))
+    monkeypatch.setattr(probe_cache, "PROBE_CODE", ("boxmaker.core.model.offload",))
     startup.probe(other, again=False)  # other rules of what fits: probe again
     assert len(children) == 3
 

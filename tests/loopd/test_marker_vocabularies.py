@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.markers import (
     LOOKALIKES,

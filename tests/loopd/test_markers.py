@@ -8,8 +8,8 @@ from typing import cast
 
 import pytest
 
-from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.errors import StartupError
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.markers import (
     CONTROL,

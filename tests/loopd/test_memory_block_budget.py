@@ -19,11 +19,11 @@ import orjson
 import pytest
 import tomli_w
 
-from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.errors import ErrorCode
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import BlockSpan, MemoryBlock, MemoryBlockReply
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.messages import BlockSpan, MemoryBlock, MemoryBlockReply
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.memory_port import MemoryPort

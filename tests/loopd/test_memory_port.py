@@ -19,12 +19,14 @@ import orjson
 import pytest
 import tomli_w
 
-from boxmaker.core.chat_format import CHATML, GEMMA, ChatFormat
-from boxmaker.core.dialect import from_format
 from boxmaker.core.errors import ConfigError, ErrorCode
-from boxmaker.core.frames import encode_frame
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.home.layout import Home
+from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
+from boxmaker.core.model.dialect import from_format
+from boxmaker.core.runbook import Runbook
+from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.frames import encode_frame
+from boxmaker.core.wire.messages import (
     Error,
     MemoryBlock,
     MemoryBlockReply,
@@ -32,8 +34,6 @@ from boxmaker.core.messages import (
     SessionUpdated,
     TurnDone,
 )
-from boxmaker.core.runbook import Runbook
-from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs

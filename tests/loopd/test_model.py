@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import GEMMA
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ContentEvent, TurnDone, TurnEvent
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.messages import ContentEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_format, self_test
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path

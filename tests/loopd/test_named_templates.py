@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from boxmaker.core.chat_format import Role, Segment, Text, Tokens, Turn
 from boxmaker.core.errors import StartupError
-from boxmaker.core.named_templates import ChosenTemplate
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.model.chat_format import Role, Segment, Text, Tokens, Turn
+from boxmaker.core.model.named_templates import ChosenTemplate
+from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect
 from boxmaker.loopd.model import LlamaModel
@@ -178,7 +178,7 @@ def test_a_file_without_named_templates_keeps_its_default(default_only: Loaded) 
 
 # ---- a hostile template under the name tool_use ------------------------------------
 
-# Each breaks a bound of core.template_sandbox on any conversation
+# Each breaks a bound of core.model.template_sandbox on any conversation
 HOSTILE = {
     "huge-output": "{% for i in range(10000) %}{{ 'x' * 1000 }}{% endfor %}",
     "recursion": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",

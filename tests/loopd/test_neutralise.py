@@ -19,11 +19,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core import layout
-from boxmaker.core.chat_format import CHATML, GEMMA, ChatFormat
+from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import Event, ResultResponse, ToolResultEvent
+from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.messages import Event, ResultResponse, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop

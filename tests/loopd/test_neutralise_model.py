@@ -18,11 +18,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core import layout
-from boxmaker.core.chat_format import GEMMA
+from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import ResultResponse
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.messages import ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import Generation, LlamaModel, Model, Sampling, embedded_model_path

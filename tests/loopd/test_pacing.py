@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLimits, TurnLoop

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from boxmaker.core.offload import ALL_LAYERS, Backend, Offload
+from boxmaker.core.model.offload import ALL_LAYERS, Backend, Offload
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.llama_load import LoadLog, load_llama

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.frame_fit import FRAME_BUDGET
-from boxmaker.core.frames import MAX_FRAME
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import Envelope, SessionEntries, SessionSummary, encode_envelope
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET
+from boxmaker.core.wire.frames import MAX_FRAME
+from boxmaker.core.wire.messages import Envelope, SessionEntries, SessionSummary, encode_envelope
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,

@@ -4,7 +4,7 @@ child its bounds stopped (`boxmaker.loopd.check_process.judge`). Pure: no model 
 
 The templates are real where it matters (Hermes 3's tool-use template, Qwen3.5's, from
 tests/fixtures/chat_templates, whose SOURCES.md names them), rendered through
-`core.template_prompt` as loopd renders them.
+`core.model.template_prompt` as loopd renders them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.chat_format import Segment, Text
-from boxmaker.core.hidden_chars import is_hidden
-from boxmaker.core.template_prompt import TemplatePrompt
-from boxmaker.core.template_sandbox import ChatTemplate
+from boxmaker.core.display.hidden_chars import is_hidden
+from boxmaker.core.model.chat_format import Segment, Text
+from boxmaker.core.model.template_prompt import TemplatePrompt
+from boxmaker.core.model.template_sandbox import ChatTemplate
 from boxmaker.loopd.check_process import PROGRESS, judge
 from boxmaker.loopd.template_check import (
     SAMPLE,

@@ -1,7 +1,7 @@
 """loopd's prompts against real chat templates (tests/fixtures/chat_templates, SOURCES.md).
 
 For one conversation (system, user, an assistant tool call, its result, user; with
-tools), loopd's prompt (`core.template_prompt`, built as loopd builds it) must be the
+tools), loopd's prompt (`core.model.template_prompt`, built as loopd builds it) must be the
 template's own rendering, whitespace included, except where a rule of that module
 says why:
 
@@ -24,10 +24,10 @@ import time
 
 import pytest
 
-from boxmaker.core.chat_format import Role, Text, Turn
-from boxmaker.core.template_prompt import TemplatePrompt, TemplateUnusableError
-from boxmaker.core.template_sandbox import ChatTemplate, TemplateError
-from boxmaker.core.tool_calls import CallSyntax, ToolCall, parse_reply
+from boxmaker.core.model.chat_format import Role, Text, Turn
+from boxmaker.core.model.template_prompt import TemplatePrompt, TemplateUnusableError
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 from boxmaker.testing.template_families import (
     ASK,

@@ -35,10 +35,10 @@ import pytest
 import tomli_w
 from gguf import GGUFReader
 
-from boxmaker.core.dialect import Dialect
-from boxmaker.core.messages import Event, TurnDone
-from boxmaker.core.reasoning import ReasoningMarkers
-from boxmaker.core.tool_calls import CallSyntax
+from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.model.reasoning import ReasoningMarkers
+from boxmaker.core.model.tool_calls import CallSyntax
+from boxmaker.core.wire.messages import Event, TurnDone
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect, self_test
 from boxmaker.loopd.model import LlamaModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from boxmaker.core.tools import TOOLS
+from boxmaker.core.grants.tools import TOOLS
 from boxmaker.loopd.tools import BROKER_TOOLS, find_tools
 
 # find_tool's whole answer (every tool, its words, its arguments), written by

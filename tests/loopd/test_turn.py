@@ -17,11 +17,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from boxmaker.core import layout
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.decisions import DenyReason
+from boxmaker.core.grants.decisions import DenyReason
+from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.wire.messages import (
     ApprovalPendingEvent,
     ContentEvent,
     DeniedResponse,

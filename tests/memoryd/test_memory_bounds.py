@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.frames import MAX_FRAME
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.wire.frames import MAX_FRAME
+from boxmaker.core.wire.messages import (
     FailedResponse,
     MemoryBlock,
     MemoryBlockReply,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from boxmaker.core.labels import DataClass
-from boxmaker.core.memory_block import BLOCK_BYTES, OVER_BUDGET
+from boxmaker.core.model.memory_block import BLOCK_BYTES, OVER_BUDGET
 from boxmaker.core.sanitize import flag, refuse
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.memoryd.journal import JOURNAL, JournalDamagedError, read_journal

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.layout import Home
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     MemoryBlock,
     MemoryBlockReply,
     MemoryCall,

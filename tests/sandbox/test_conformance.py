@@ -34,9 +34,9 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.grants import GrantSet
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
+from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox import podman
 from boxmaker.sandbox.bwrap import bwrap_argv
 from boxmaker.sandbox.calls import PROXY_INSIDE, Limits
@@ -402,9 +402,9 @@ CHILD = """
 import json, sys
 from pathlib import Path
 from boxmaker.sandbox.runner import run
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import GrantSet
-from boxmaker.core.messages import ToolRequest
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import GrantSet
+from boxmaker.core.wire.messages import ToolRequest
 from boxmaker.core.policy import SessionState, decide
 from boxmaker.sandbox.calls import Limits
 from boxmaker.testing.skips import skip_or_fail

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.addresses import is_public_address
+from boxmaker.core.wire.addresses import is_public_address
 from boxmaker.sandbox.egress import EgressProxy, Verdict
 from boxmaker.sandbox.resolvers import PublicResolver, Resolver
 from boxmaker.testing.resolvers import MappedResolver

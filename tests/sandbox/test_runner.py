@@ -7,12 +7,12 @@ import pickle
 
 import pytest
 
-from boxmaker.core.grant_loading import parse_grant_file
-from boxmaker.core.grants import GrantSet
+from boxmaker.core.grants.loading import parse_grant_file
+from boxmaker.core.grants.model import GrantSet
+from boxmaker.core.grants.tools import ToolName
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.core.policy import Decision, SessionState, decide
-from boxmaker.core.tools import ToolName
+from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox.runner import (
     Mount,
     RefusingRuntime,

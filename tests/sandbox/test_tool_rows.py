@@ -1,10 +1,10 @@
 """A sandbox tool of the tool table that the toolkit has no code for: both runtimes refuse it.
 
-The row is added for one test (`monkeypatch.setitem` on `core.tools.TOOLS`) and
+The row is added for one test (`monkeypatch.setitem` on `core.grants.tools.TOOLS`) and
 nothing else is edited; policy allows the call, the runner gives it no mount
 and no network (`build_spec`: any other tool), and the toolkit inside the real
 sandbox answers NO_SUCH_TOOL, which reaches brokerd's caller as its fixed
-sentence. tests/core/test_tool_table.py follows the same kind of row through
+sentence. tests/core/grants/test_tool_table.py follows the same kind of row through
 parsing, grants, policy and loopd's tool list.
 
 I/O: the runtimes of the conformance suite (`sandbox` fixture).
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from boxmaker.core.grants import Mode
-from boxmaker.core.messages import FailedResponse
-from boxmaker.core.tools import TOOLS, Check, RunsIn, Tool, ToolArgs, ToolField
+from boxmaker.core.grants.model import Mode
+from boxmaker.core.grants.tools import TOOLS, Check, RunsIn, Tool, ToolArgs, ToolField
+from boxmaker.core.wire.messages import FailedResponse
 from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 

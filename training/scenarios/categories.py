@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from boxmaker.core.chat_format import Role, Turn
-from boxmaker.core.deny_reasons import DenyReason
+from boxmaker.core.model.chat_format import Role, Turn
+from boxmaker.core.grants.deny_reasons import DenyReason
 from boxmaker.loopd.tools import denial_text
 from training.render import neutralised
 from training.scenarios import vocab as v

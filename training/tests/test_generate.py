@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from boxmaker.core.args import parse_arguments
-from boxmaker.core.chat_format import GEMMA
-from boxmaker.core.deny_reasons import DenyReason
+from boxmaker.core.grants.args import parse_arguments
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.grants.deny_reasons import DenyReason
 from boxmaker.core.labels import DataClass
-from boxmaker.core.messages import (
+from boxmaker.core.wire.messages import (
     DeniedResponse,
     FailedResponse,
     PendingApprovalResponse,
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.tool_calls import ToolCall, parse_reply
-from boxmaker.core.tools import TOOLS, ToolName
+from boxmaker.core.model.tool_calls import ToolCall, parse_reply
+from boxmaker.core.grants.tools import TOOLS, ToolName
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import SCHEMAS
 from boxmaker.loopd.turn import TurnLimits, TurnLoop

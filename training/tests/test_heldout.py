@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from boxmaker.core.args import parse_arguments
-from boxmaker.core.tools import ToolName
+from boxmaker.core.grants.args import parse_arguments
+from boxmaker.core.grants.tools import ToolName
 from training.heldout import vocab as held
 from training.heldout.make_requests import OUT, requests
 from training.scenarios import vocab as gen

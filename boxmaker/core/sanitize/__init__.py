@@ -19,7 +19,7 @@ action untouched; docs/sanitizer.md has the rule table, the emoji decision, the
 normalisation, the attribution and how to change a rule (003 section 6.5).
 
 Modules, one purpose each (the generated Unicode ranges are
-`boxmaker.core.unicode_tables`, shared with `core.hidden_chars`):
+`boxmaker.core.sanitize.unicode_tables`, shared with `core.display.hidden_chars`):
 
     findings         the answer types (Action, Finding, Neutralised, Rule)
     characters       refuse rules on single code points, and the emoji exception

@@ -64,7 +64,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from boxmaker.core.emoji_tables import (
+from boxmaker.core.sanitize.emoji_tables import (
     EMOJI_PRESENTATION,
     EMOJI_STYLE_BASES,
     KEYCAP_SEQUENCES,
@@ -73,7 +73,7 @@ from boxmaker.core.emoji_tables import (
     ZWJ_SEQUENCES,
 )
 from boxmaker.core.sanitize.findings import Action, Finding
-from boxmaker.core.unicode_tables import BIDI_CONTROL, DEFAULT_IGNORABLE, EMOJI_MODIFIER
+from boxmaker.core.sanitize.unicode_tables import BIDI_CONTROL, DEFAULT_IGNORABLE, EMOJI_MODIFIER
 
 CONTROL = "control-character"
 INVISIBLE = "invisible-character"

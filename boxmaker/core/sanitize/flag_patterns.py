@@ -51,7 +51,7 @@ bounded: every repetition is bounded (`{0,4}`, `{1,24}`), filler words are
 `[^ ]{1,24}` each ended by the one space that follows it (so fillers split a
 text one way only), and no quantified group holds an unbounded one. How the
 windows stay linear when anchors are packed close is `flagging`'s part.
-tests/core/test_sanitize_redos.py times every pattern on a 64 KiB near miss
+tests/core/sanitize/test_sanitize_redos.py times every pattern on a 64 KiB near miss
 built to be its worst case.
 """
 

@@ -1,6 +1,6 @@
 """Chat-template tags: the default list, refusing them in memory, neutralising them. Pure; no I/O.
 
-`MEMORY_TAGS` are the tags of every format loopd knows (`boxmaker.core.chat_format`
+`MEMORY_TAGS` are the tags of every format loopd knows (`boxmaker.core.model.chat_format`
 `KNOWN_FORMATS`, each format's `markers`: begin and end of text, turn and role
 markers, stops), then the think,
 tool-call and tool-response tags and gemma's image markers. Like the spec's list
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from boxmaker.core.chat_format import KNOWN_FORMATS
+from boxmaker.core.model.chat_format import KNOWN_FORMATS
 from boxmaker.core.sanitize.findings import Action, Finding, Neutralised
 
 REFUSED = "template-tag"

@@ -8,7 +8,7 @@ are looked for at the same places. brokerd runs it over every
 tool result (`flagging.flag_rule`), where it is most of the cost of a result that
 nothing fires on (bench/sanitize.py's taint line).
 
-Two ways, with one answer (tests/core/test_word_pass.py holds them to each other):
+Two ways, with one answer (tests/core/sanitize/test_word_pass.py holds them to each other):
 
     in C      `_fold.c`, built with boxmaker (setup.py): both in one loop over the
               text, with no object made for a word the vocabulary lacks; about a
