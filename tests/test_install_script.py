@@ -201,5 +201,5 @@ def test_help_is_the_scripts_header(clone: Path, tmp_path: Path) -> None:
     assert done.returncode == 0
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Install boxmaker for real on this machine")
-    assert lines[-1] == 'See README.md, "Installing for real".'
+    assert lines[-1] == 'See docs/install.md, "Installing for real".'
     assert not any(line.startswith(("#", "set -")) for line in lines)

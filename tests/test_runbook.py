@@ -7,11 +7,16 @@ entry has its five parts. Pointers still written out in the source text
 and checked against the headings; a pointer built at run time any other way is
 one the gate cannot see. The text scan also fails when it finds no pointer at
 all, since that means the search itself is broken.
+
+runbook.md opens with an index, one line per entry in the enum's order, each with
+its one-line summary: `write_index` writes it from the enum and the summaries, and
+the test fails, printing the index as it should read, when the two differ.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from boxmaker.core.runbook import Runbook
@@ -69,6 +74,44 @@ def missing(sources: dict[str, str], runbook: str) -> list[str]:
         f"runbook.md#{anchor} (from {', '.join(sorted(files))}) has no '## {anchor}' heading"
         for anchor, files in sorted(found.items())
         if anchor not in have
+    ]
+
+
+_INDEX_LINE = re.compile(r"^- \[([^\]]+)\]\(#([^)]+)\): (.+)$")
+NO_SUMMARY = "<one line: what the owner sees>"
+
+
+def _index_lines(runbook: str) -> list[str]:
+    """The lines of the index: those before the first entry shaped `- [a](#a): text`."""
+    preamble = re.split(r"^## ", runbook, maxsplit=1, flags=re.MULTILINE)[0]
+    return [line for line in preamble.splitlines() if _INDEX_LINE.match(line)]
+
+
+def index_of(runbook: str) -> dict[str, str]:
+    """The index: anchor -> its summary, in the order written. A line whose text and
+    link name different anchors is read under its link's."""
+    lines = (_INDEX_LINE.match(line) for line in _index_lines(runbook))
+    return {line.group(2): line.group(3) for line in lines if line is not None}
+
+
+def write_index(anchors: Iterable[str], summaries: Mapping[str, str]) -> str:
+    """The index: one line per anchor, in this order, each with its summary."""
+    return "\n".join(f"- [{a}](#{a}): {summaries.get(a, NO_SUMMARY)}" for a in anchors)
+
+
+def index_drift(anchors: list[str], runbook: str) -> list[str]:
+    """How runbook.md's index differs from the one written for `anchors` (empty: not at
+    all), ending with the index as it should read."""
+    have = index_of(runbook)
+    written = write_index(anchors, have)
+    if not have:
+        return ["runbook.md has no index before its first entry", written]
+    if "\n".join(_index_lines(runbook)) == written:
+        return []
+    return [
+        *(f"the index lacks {a!r}" for a in anchors if a not in have),
+        *(f"the index has {a!r}, which Runbook has not" for a in have if a not in anchors),
+        f"runbook.md's index should read:\n{written}",
     ]
 
 
@@ -151,3 +194,47 @@ def test_the_gate_fails_when_it_finds_no_pointer() -> None:
 
 def test_the_gate_passes_a_matching_heading() -> None:
     assert missing({"a.py": 'x = "see runbook.md#grants-invalid"'}, "## grants-invalid\n") == []
+
+
+def test_the_index_is_the_table() -> None:
+    assert index_drift([member.value for member in Runbook], _runbook()) == []
+
+
+def test_every_index_line_has_a_summary() -> None:
+    summaries = index_of(_runbook())
+    assert len(summaries) == len(Runbook)
+    for anchor, summary in summaries.items():
+        assert summary.strip(), f"{anchor} has no summary"
+        assert summary != NO_SUMMARY, f"{anchor} has no summary"
+
+
+def test_the_index_check_finds_a_member_missing() -> None:
+    runbook = "intro\n\n- [a](#a): one\n\n## a\n## b\n"
+    found = index_drift(["a", "b"], runbook)
+    assert found[0] == "the index lacks 'b'"
+    assert found[-1].endswith(f"- [a](#a): one\n- [b](#b): {NO_SUMMARY}")
+
+
+def test_the_index_check_finds_a_line_with_no_member() -> None:
+    runbook = "- [a](#a): one\n- [gone](#gone): two\n## a\n"
+    assert index_drift(["a"], runbook)[0] == "the index has 'gone', which Runbook has not"
+
+
+def test_the_index_check_finds_the_order_changed() -> None:
+    runbook = "- [b](#b): two\n- [a](#a): one\n## a\n## b\n"
+    assert index_drift(["a", "b"], runbook) == [
+        "runbook.md's index should read:\n- [a](#a): one\n- [b](#b): two"
+    ]
+
+
+def test_the_index_check_finds_a_link_to_another_entry() -> None:
+    runbook = "- [a](#b): one\n- [b](#b): two\n## a\n## b\n"
+    assert index_drift(["a", "b"], runbook) != []
+
+
+def test_the_index_check_finds_no_index() -> None:
+    assert index_drift(["a"], "## a\n")[0] == "runbook.md has no index before its first entry"
+
+
+def test_the_index_check_passes_a_matching_index() -> None:
+    assert index_drift(["a", "b"], "x\n- [a](#a): one\n- [b](#b): two\n\n## a\n## b\n") == []

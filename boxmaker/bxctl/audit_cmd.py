@@ -2,7 +2,7 @@
 
 I/O: reads `<home>/audit/YYYY-MM-DD.jsonl` in name order (no daemon is asked)
 and prints the report. It writes nothing: a torn final line is reported, and the
-next brokerd start recovers it. The lines it prints (README.md, "The audit log"):
+next brokerd start recovers it. The lines it prints (docs/audit.md, "The audit log"):
 
     audit: ok, <n> records, head <hex>          (head none when there is no record)
     audit: recovered torn line at <file>:<line>

@@ -49,8 +49,8 @@ def unit_text(*, bin_dir: Path, etc: Path, broker_user: str) -> str:
     with `unsafe_path` first)."""
     conf = etc / "supervisord.conf"
     return f"""\
-# boxmaker's boot service, written by `bxctl install` and kept in step by it (the
-# README's "Installing for real"): change boxmaker's own files in {etc}/, and this
+# boxmaker's boot service, written by `bxctl install` and kept in step by it
+# (docs/install.md, "Installing for real"): change boxmaker's own files in {etc}/, and this
 # unit only with a drop-in (`systemctl edit boxmaker`).
 [Unit]
 Description=boxmaker, the owner's agent harness (supervisord and its roles)
@@ -75,7 +75,7 @@ LimitNOFILE={DESCRIPTORS}
 # reads it with `[secrets.<name>] credential = "<name>"`. systemd lets only this
 # unit's user (root) read those files, and each role runs as its own user: in a
 # root install a role cannot read the unit's credentials, so give it a `file`
-# owned by its user instead (README, Secrets).
+# owned by its user instead (docs/grants.md, "Secrets").
 
 [Install]
 WantedBy=multi-user.target
