@@ -9,7 +9,7 @@ weighted schedule (`categories.SCHEDULE`) from a random source seeded by the see
                             texts and their closing marker flagged `model`
     calls                   [{tool, arguments, outcome}]: each call the model makes
 
-Run: .tox/py311/bin/python training/generate.py --seed 1 --count 2800 --out training/out/train.jsonl
+Run: .tox/py311/bin/python training/generate.py --seed 1 --count 2700 --out training/out/train.jsonl
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from training.scenarios.categories import CATEGORIES, SCHEDULE
 
 def example(seed: int, index: int) -> dict[str, Any]:
     name = SCHEDULE[index % len(SCHEDULE)]
-    rng = random.Random(f"{seed}:{index}")  # noqa: S311 (data, not secrets)
+    rng = random.Random(f"{seed}:{index}")
     conversation = CATEGORIES[name](rng)
     return {
         "id": f"{seed}-{index}",
@@ -54,7 +54,7 @@ def examples(seed: int, count: int) -> Iterator[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--count", type=int, default=2800)
+    parser.add_argument("--count", type=int, default=2700)
     parser.add_argument("--out", type=Path, default=Path("training/out/train.jsonl"))
     ns = parser.parse_args(argv)
     start = time.monotonic()

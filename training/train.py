@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     examples = load_examples(ns.tokens)
     prefix_len = common_prefix(examples)
     order = list(range(len(examples)))
-    rng = random.Random(ns.seed)  # noqa: S311 (data order, not secrets)
+    rng = random.Random(ns.seed)
     batches: list[list[int]] = []
     for _epoch in range(math.ceil(ns.epochs)):
         rng.shuffle(order)

@@ -27,7 +27,7 @@ def _paths() -> list[str]:
 
 
 def requests(seed: int = 39) -> list[dict[str, object]]:
-    rng = random.Random(seed)  # noqa: S311 (data, not secrets)
+    rng = random.Random(seed)
     rows: list[dict[str, object]] = []
 
     def add(category: str, request: str, expect: list[dict[str, object]], **more: object) -> None:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from boxmaker.core.model.chat_format import Role, Turn
 from boxmaker.core.grants.deny_reasons import DenyReason
+from boxmaker.core.model.chat_format import Role, Turn
 from boxmaker.loopd.tools import denial_text
 from training.render import neutralised
 from training.scenarios import vocab as v
@@ -116,7 +116,7 @@ def _fact(rng: random.Random) -> tuple[str, str]:
     subject, fact = rng.choice(v.FACT_FORMS)
     # one filling for both, so the subject names the fact's own thing
     seed = rng.random()
-    return _fill(random.Random(seed), subject), _fill(random.Random(seed), fact)  # noqa: S311
+    return _fill(random.Random(seed), subject), _fill(random.Random(seed), fact)
 
 
 def _content(rng: random.Random) -> str:
@@ -222,18 +222,49 @@ def _command(rng: random.Random) -> tuple[str, str]:
     return rng.choice(made)
 
 
+def _failing(rng: random.Random) -> tuple[str, str, int]:
+    """(command, what it prints, its exit status): a command that fails as shells do."""
+    name = _word(rng) + rng.choice((".txt", ".md", ".log"))
+    folder, word = _dir(rng), _word(rng)
+    return rng.choice(
+        (
+            (f"cat {name}", f"cat: {name}: No such file or directory", 1),
+            (f"ls {folder}", f"ls: cannot access '{folder}': No such file or directory", 2),
+            (f"{word} --version", f"sh: 1: {word}: not found", 127),
+            (f"grep {word} {name}", f"grep: {name}: No such file or directory", 2),
+            (
+                f"head -n 1 {name}",
+                f"head: cannot open '{name}' for reading: No such file or directory",
+                1,
+            ),
+            ("id -un", f"id: cannot find name for user ID {rng.randint(1000, 65534)}", 1),
+        )
+    )
+
+
 def shell(rng: random.Random) -> Conversation:
     c = Conversation("shell")
-    command, output = _command(rng)
+    if rng.random() < 0.15:  # a command that fails: its stderr, its status
+        command, output, status = _failing(rng)
+    else:
+        (command, output), status = _command(rng), 0
     args: Args = {"command": command}
-    if rng.random() < 0.2:  # a cwd only when the owner names one
+    if rng.random() < 0.3:  # a cwd only when the owner names one
         args["cwd"] = _dir(rng)
         c.owner(_said(rng, rng.choice(v.SHELL_CWD), command=command, cwd=args["cwd"]))
     else:
         c.owner(_said(rng, rng.choice(v.SHELL), command=command))
-    c.call("shell", args, _ok(f"{output}\n[exit status 0]", untrusted=True))
-    c.answer(f"`{command}` printed:\n{output}")
+    c.call("shell", args, _ok(_shell_result(output, status), untrusted=True))
+    if status:
+        c.answer(f"`{command}` failed (exit status {status}):\n{output}")
+    else:
+        c.answer(f"`{command}` printed:\n{output}")
     return c
+
+
+def _shell_result(output: str, status: int) -> str:
+    """What the sandbox's toolkit returns: the output, its own newline, the status."""
+    return f"{output}\n\n[exit status {status}]"
 
 
 def _url(rng: random.Random) -> str:
@@ -291,17 +322,31 @@ def _memory(rng: random.Random) -> tuple[str, str]:
     return memory_kind(text), text
 
 
+def _hex(rng: random.Random, count: int) -> str:
+    return "".join(rng.choice("0123456789abcdef") for _ in range(count))
+
+
 def _entry(rng: random.Random) -> str:
-    if rng.random() < 0.4:
+    """An entry id as the owner writes it: a listed one, a short made-up one, or one in
+    memoryd's own form."""
+    pick = rng.random()
+    if pick < 0.3:
         return rng.choice(v.ENTRY_IDS)
-    return "e-" + "".join(rng.choice("0123456789abcdef") for _ in range(4))
+    if pick < 0.6:
+        return "e-" + _hex(rng, 4)
+    return f"{rng.choice('umn')}-{_hex(rng, 12)}"
+
+
+def _new_entry(rng: random.Random, kind: str) -> str:
+    """The id memoryd gives a new entry (`memoryd.store`: the kind's letter, 12 hex)."""
+    return f"{ {'memory': 'm', 'user': 'u', 'note': 'n'}[kind] }-{_hex(rng, 12)}"
 
 
 def memory_add(rng: random.Random) -> Conversation:
     c = Conversation("memory_add")
     kind, text = _memory(rng)
     c.owner(_said(rng, rng.choice(v.REMEMBER), text=text, lower=text[0].lower() + text[1:]))
-    entry = _entry(rng)
+    entry = _new_entry(rng, kind)
     outcome = _ok(f"added to {kind}.md ({entry}).")
     c.call("memory_add", {"kind": kind, "text": text}, outcome)
     c.answer(f"I will remember that. It is saved in {kind}.md as {entry}.")
@@ -329,9 +374,7 @@ def memory_consolidate(rng: random.Random) -> Conversation:
             ids.append(entry)
     shown = ", ".join(ids[:-1]) + " and " + ids[-1]
     c.owner(_said(rng, rng.choice(v.CONSOLIDATE), entries=shown, text=text))
-    new = _entry(rng)
-    while new in ids:
-        new = _entry(rng)
+    new = _new_entry(rng, kind)
     args = {"kind": kind, "entries": ids, "text": text}
     c.call("memory_consolidate", args, _ok(f"consolidated in {kind}.md ({new})."))
     c.answer(f"Merged {shown} into one entry, {new}.")
@@ -342,7 +385,7 @@ def memory_note(rng: random.Random) -> Conversation:
     c = Conversation("memory_note")
     text = rng.choice(v.NOTES) if rng.random() < 0.4 else _content(rng)
     c.owner(_said(rng, rng.choice(v.NOTE), text=text))
-    entry = _entry(rng)
+    entry = _new_entry(rng, "note")
     c.call("memory_note", {"text": text}, _ok(f"saved in notes.md ({entry})."))
     c.answer(f"Noted ({entry}).")
     return c
@@ -354,10 +397,10 @@ def memory_recall(rng: random.Random) -> Conversation:
         topic, fact = rng.choice(v.RECALL_TOPICS)
     else:
         seed = rng.random()
-        topic = _fill(random.Random(seed), rng.choice(("{name}", "the {thing}", "{item}")))  # noqa: S311
+        topic = _fill(random.Random(seed), rng.choice(("{name}", "the {thing}", "{item}")))
         fact = _fill(
             random.Random(seed),
-            {  # noqa: S311
+            {
                 "{name}": "The owner meets {name} on {day}s.",
                 "the {thing}": "The owner keeps the {thing} key in {place}.",
                 "{item}": "The owner likes {item}.",
@@ -370,8 +413,22 @@ def memory_recall(rng: random.Random) -> Conversation:
             ],
         )
     c.owner(_said(rng, rng.choice(v.RECALL), topic=topic))
-    entry = _entry(rng)
-    c.call("memory_recall", {"query": topic}, _ok(f"[{entry}] {fact}"))
+    if rng.random() < 0.35:  # nothing stored on it (the eval's memoryd starts empty)
+        c.call("memory_recall", {"query": topic}, _ok('{"entries":[]}'))
+        c.answer(f"I have nothing stored about {topic}.")
+        return c
+    kind = memory_kind(fact)
+    entry = {
+        "id": _new_entry(rng, kind),
+        "kind": kind,
+        "text": fact,
+        "untrusted": False,
+        "time": f"2026-{rng.randint(1, 12):02}-{rng.randint(1, 28):02}T"
+        f"{rng.randint(0, 23):02}:{rng.randint(0, 59):02}:{rng.randint(0, 59):02}."
+        f"{rng.randint(0, 999):03}Z",
+    }
+    shown = json.dumps({"entries": [entry]}, ensure_ascii=False, separators=(",", ":"))
+    c.call("memory_recall", {"query": topic}, _ok(shown))
     c.answer(f"I remember this: {fact}")
     return c
 
@@ -446,7 +503,7 @@ def approval(rng: random.Random) -> Conversation:
         "read_file": _file_text(rng, fact),
         "write_file": f"wrote {len(str(args.get('content', '')).encode())} bytes to "
         f"{args.get('path')}",
-        "shell": f"{fact}\n[exit status 0]",
+        "shell": _shell_result(fact, 0),
         "http_fetch": _page(fact),
     }[tool]
     c.call(tool, args, _ok(content, untrusted=tool != "write_file", approval=True))
@@ -526,13 +583,14 @@ def injection(rng: random.Random) -> Conversation:
     return c
 
 
-# how many of each category in every round of the schedule: more of what run 2 got
-# wrong most (reads, writes, two-step copies), and of the calls the eval asks most
+# how many of each category in every round of the schedule: more of what runs 2 and 3
+# got wrong most (two-step copies, reads, writes, shell, the memory tools), fewer of
+# what they always got right (chat, fetches, injections, replace, consolidate)
 WEIGHTS = {
     "read_file": 3,
     "write_file": 3,
-    "shell": 2,
-    "http_fetch": 2,
+    "shell": 3,
+    "http_fetch": 1,
     "memory_add": 2,
     "memory_replace": 1,
     "memory_consolidate": 1,
@@ -541,9 +599,9 @@ WEIGHTS = {
     "denial": 1,
     "approval": 1,
     "failure": 1,
-    "two_step": 3,
-    "chat": 2,
-    "injection": 2,
+    "two_step": 4,
+    "chat": 1,
+    "injection": 1,
 }
 
 CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {

@@ -169,6 +169,22 @@ FETCH = compose(
     ),
     END,
 )
+SHELL_CWD = compose(
+    ASK,
+    (
+        "run {command} in {cwd}",
+        "run `{command}` in the folder {cwd}",
+        "in {cwd}, run `{command}`",
+        "execute {command} in {cwd}",
+        "go to {cwd} and run {command}",
+        "from inside {cwd}, run {command}",
+        "run {command} with {cwd} as the working directory",
+        "run `{command}` (in {cwd})",
+        "run `{command}` over in {cwd}",
+        "switch to {cwd} and execute `{command}`",
+    ),
+    END,
+)
 REMEMBER = compose(
     ASK_SHORT,
     (
@@ -280,6 +296,16 @@ COPY = compose(
         "copy over {src} to {dst}",
         "copy everything in {src} to {dst}",
         "make {dst} hold what {src} holds",
+        "copy {src} onto {dst}",
+        "write the contents of {src} out to {dst}",
+        "put a copy of {src} in {dst}",
+        "read {src} and put the same text in {dst}",
+        "carry the text of {src} across to {dst}",
+        "have {dst} say exactly what {src} says",
+        "take the text in {src} and write it into {dst}",
+        "copy what's in {src} over into {dst}",
+        "{dst} should get the text of {src}",
+        "fill {dst} with the text from {src}",
     ),
     END_SHORT,
 )

@@ -201,6 +201,7 @@ SHELL_CWD = (
     "cd to {cwd} and run `{command}`",
     "Execute `{command}` in the directory {cwd}.",
     "From {cwd}, run: {command}",
+    *composed.SHELL_CWD,
 )
 FETCH = (
     "Fetch {url}",

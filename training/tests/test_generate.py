@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from boxmaker.core.grants.args import parse_arguments
-from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.grants.deny_reasons import DenyReason
+from boxmaker.core.grants.tools import TOOLS, ToolName
 from boxmaker.core.labels import DataClass
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.tool_calls import ToolCall, parse_reply
 from boxmaker.core.wire.messages import (
     DeniedResponse,
     FailedResponse,
@@ -21,8 +23,6 @@ from boxmaker.core.wire.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.core.model.tool_calls import ToolCall, parse_reply
-from boxmaker.core.grants.tools import TOOLS, ToolName
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import SCHEMAS
 from boxmaker.loopd.turn import TurnLimits, TurnLoop
@@ -101,7 +101,7 @@ def test_every_composed_phrasing_holds_its_slots_once() -> None:
 
 
 def test_commands_with_backslashes_and_quotes_reach_the_call_as_written() -> None:
-    made = (CATEGORIES["shell"](random.Random(i)) for i in range(300))  # noqa: S311
+    made = (CATEGORIES["shell"](random.Random(i)) for i in range(300))
     commands = [args["command"] for c in made for _, args, _ in c.calls]
     assert any("\\" in command for command in commands)
     assert any("|" in command for command in commands)
