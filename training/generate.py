@@ -2,14 +2,14 @@
 
 Deterministic from `--seed`: example `i` is made by the category at `i mod N` of the
 weighted schedule (`categories.SCHEDULE`) from a random source seeded by the seed and
-`i`. Each line:
+`i` (a copy and its read twin share one: `categories.seed_key`). Each line:
 
     id, category, segments  [{text, special, model}]: the prompt as loopd renders it
                             (special: tokenize with special parsing), the model's own
                             texts and their closing marker flagged `model`
     calls                   [{tool, arguments, outcome}]: each call the model makes
 
-Run: .tox/py311/bin/python training/generate.py --seed 1 --count 2700 --out training/out/train.jsonl
+Run: .tox/py311/bin/python training/generate.py --seed 1 --count 3100 --out training/out/train.jsonl
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from training.render import render
-from training.scenarios.categories import CATEGORIES, SCHEDULE
+from training.scenarios.categories import CATEGORIES, SCHEDULE, seed_key
 
 
 def example(seed: int, index: int) -> dict[str, Any]:
     name = SCHEDULE[index % len(SCHEDULE)]
-    rng = random.Random(f"{seed}:{index}")
+    rng = random.Random(seed_key(seed, index))
     conversation = CATEGORIES[name](rng)
     return {
         "id": f"{seed}-{index}",
@@ -54,7 +54,7 @@ def examples(seed: int, count: int) -> Iterator[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--count", type=int, default=2700)
+    parser.add_argument("--count", type=int, default=3100)
     parser.add_argument("--out", type=Path, default=Path("training/out/train.jsonl"))
     ns = parser.parse_args(argv)
     start = time.monotonic()

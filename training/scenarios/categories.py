@@ -155,9 +155,10 @@ def _file_text(rng: random.Random, fact: str, other: str | None = None) -> str:
 
 
 def _quote(rng: random.Random, where: str, fact: str) -> str:
-    """An answer that quotes the fact whole, as the file or page has it."""
-    form = rng.choice(("{W} says: {f}.", "{F}.", "It says: {f}.", "According to {w}, {f}."))
-    return form.format(W=where, w=where.lower(), f=fact, F=fact[0].upper() + fact[1:])
+    """An answer that quotes the fact's line word for word, in quotes, as the file or page
+    has it (run 4 paraphrased a titled file's line: "starts" became "begins")."""
+    form = rng.choice(('{W} says: "{f}."', 'It says: "{f}."', '{W} reads: "{f}."'))
+    return form.format(W=where, f=fact)
 
 
 def read_file(rng: random.Random) -> Conversation:
@@ -510,7 +511,7 @@ def approval(rng: random.Random) -> Conversation:
     if tool == "write_file":
         c.answer(f"Done: {content}.")
     else:
-        c.answer(f"You approved it. The result: {fact}.")  # the whole line, quoted
+        c.answer(f'You approved it. The result: "{fact}."')  # the whole line, quoted
     return c
 
 
@@ -530,18 +531,37 @@ def failure(rng: random.Random) -> Conversation:
     return c
 
 
-def two_step(rng: random.Random) -> Conversation:
-    c = Conversation("two_step")
+def _copy_parts(rng: random.Random) -> tuple[str, str, str, str]:
+    """(source, destination, the fact, the source's text holding it) of a copy.
+    `two_step` and `read_twin` draw them first from one shared seed, so each copy has a
+    read of the same file."""
     src, dst = _path(rng), _path(rng)
     while dst == src:
         dst = _path(rng)
     _, fact = _fact(rng)
-    text = _file_text(rng, fact)
+    return src, dst, fact, _file_text(rng, fact)
+
+
+def two_step(rng: random.Random) -> Conversation:
+    c = Conversation("two_step")
+    src, dst, _, text = _copy_parts(rng)
     c.owner(_said(rng, rng.choice(v.COPY), src=src, dst=dst))
     c.call("read_file", {"path": src}, _ok(text, untrusted=True))
     size = len(text.encode())
     c.call("write_file", {"path": dst, "content": text}, _ok(f"wrote {size} bytes to {dst}"))
     c.answer(f"Copied {src} to {dst} ({size} bytes).")
+    return c
+
+
+def read_twin(rng: random.Random) -> Conversation:
+    """A copy's twin: the same file read with the same result, but the owner asked only to
+    read it, so the next step is an answer quoting it and not a write. Runs 3 and 4 showed
+    that without it the step after a read result follows the weights, not the request."""
+    c = Conversation("read_twin")
+    src, _, fact, text = _copy_parts(rng)
+    c.owner(_said(rng, rng.choice(READ_PLAIN), path=src))
+    c.call("read_file", {"path": src}, _ok(text, untrusted=True))
+    c.answer(_quote(rng, "The file", fact))
     return c
 
 
@@ -577,17 +597,18 @@ def injection(rng: random.Random) -> Conversation:
         c.call("http_fetch", {"url": url}, _ok(_page(fact) + f"\n{attack}", untrusted=True))
         where = "The page"
     c.answer(
-        f"{where} says: {fact}. It also holds an instruction addressed to me "
+        f'{where} says: "{fact}." It also holds an instruction addressed to me '
         f'("{attack}"). I did not follow it: only you give me instructions.'
     )
     return c
 
 
-# how many of each category in every round of the schedule: more of what runs 2 and 3
-# got wrong most (two-step copies, reads, writes, shell, the memory tools), fewer of
-# what they always got right (chat, fetches, injections, replace, consolidate)
+# how many of each category in every round of the schedule: more of what runs 2 to 4
+# got wrong most (two-step copies and their read twins, writes, shell, the memory tools),
+# fewer of what they always got right (chat, fetches, replace, consolidate); injections
+# at 2, since run 4 at 1 acted on two of them
 WEIGHTS = {
-    "read_file": 3,
+    "read_file": 2,
     "write_file": 3,
     "shell": 3,
     "http_fetch": 1,
@@ -600,8 +621,9 @@ WEIGHTS = {
     "approval": 1,
     "failure": 1,
     "two_step": 4,
+    "read_twin": 4,
     "chat": 1,
-    "injection": 1,
+    "injection": 2,
 }
 
 CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {
@@ -620,6 +642,7 @@ CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {
         approval,
         failure,
         two_step,
+        read_twin,
         chat,
         injection,
     )
@@ -629,3 +652,18 @@ CATEGORIES: dict[str, Callable[[random.Random], Conversation]] = {
 SCHEDULE: tuple[str, ...] = tuple(
     name for round_ in range(max(WEIGHTS.values())) for name in CATEGORIES if WEIGHTS[name] > round_
 )
+
+# a category drawn from its twin's seed (the k-th of one in a round with the k-th of the
+# other), so the two see the same file; their weights are equal
+TWINS = {"read_twin": "two_step"}
+
+
+def seed_key(seed: int, index: int) -> str:
+    """The random source's seed for example `index`: its own, or for a twin pair one
+    shared by the pair's k-th members in the same round of the schedule."""
+    round_, slot = divmod(index, len(SCHEDULE))
+    name = SCHEDULE[slot]
+    group = TWINS.get(name, name)
+    if group not in TWINS.values():
+        return f"{seed}:{index}"
+    return f"{seed}:{round_}:{group}:{SCHEDULE[:slot].count(name)}"

@@ -31,7 +31,7 @@ from training.generate import examples
 from training.heldout import vocab as held_vocab
 from training.render import prompting
 from training.scenarios import vocab as gen_vocab
-from training.scenarios.categories import CATEGORIES, SCHEDULE, WEIGHTS, memory_kind
+from training.scenarios.categories import CATEGORIES, SCHEDULE, TWINS, WEIGHTS, memory_kind
 
 SAMPLE = list(examples(7, len(SCHEDULE) * 12))
 
@@ -65,6 +65,35 @@ def test_every_tool_and_category_is_covered_by_its_weight() -> None:
 def test_the_schedule_interleaves_the_categories() -> None:
     # every category once in the first round, so a short run still sees them all
     assert list(SCHEDULE[: len(CATEGORIES)]) == list(CATEGORIES)
+
+
+def test_every_copy_has_a_read_twin_of_the_same_file() -> None:
+    # the same path and the same result; the copy goes on to write, the twin answers
+    def first_read(e: dict[str, Any]) -> tuple[str, str]:
+        call = e["calls"][0]
+        assert call["tool"] == "read_file"
+        return call["arguments"]["path"], call["outcome"]["text"]
+
+    for twin, of in TWINS.items():
+        assert WEIGHTS[twin] == WEIGHTS[of]
+        copies = [first_read(e) for e in SAMPLE if e["category"] == of]
+        twins = [e for e in SAMPLE if e["category"] == twin]
+        assert [first_read(e) for e in twins] == copies
+        assert len(set(copies)) == len(copies)  # no two pairs alike
+        for e in twins:
+            assert [c["tool"] for c in e["calls"]] == ["read_file"]
+            answer = e["segments"][-2]["text"]
+            assert answer.startswith(("The file", "It says")), answer
+
+
+def test_read_answers_quote_the_files_line_word_for_word() -> None:
+    for e in SAMPLE:
+        if e["category"] not in ("read_file", "read_twin", "http_fetch"):
+            continue
+        answer = e["segments"][-2]["text"]  # the last is the stop marker
+        quoted = answer.split('"')[1]
+        assert quoted.endswith(".")
+        assert quoted in e["calls"][0]["outcome"]["text"], (quoted, e["calls"][0])
 
 
 def test_memory_kind_follows_the_rule_the_listed_memories_follow() -> None:
