@@ -12,7 +12,7 @@ line (the limit: no call can be answered before its record is on disk);
   (group commit: records staged while an fsync is in flight share the next);
 - the same with 32 clients, as a ratio to the 8-client rate (more clients must
   not be slower);
-- the floor: the same socket server (`boxmaker.ipc.server`, one connection per
+- the floor: the same socket server (`boxmaker.ipc.serving`, one connection per
   request, as design.md's wire contract has it) in brokerd's process, answering
   a fixed denial without looking at the request: what a connection costs in
   this runtime before brokerd does any work. brokerd's own work is its latency
@@ -105,7 +105,8 @@ def serve(work: Path) -> int:
     from boxmaker.core.home.layout import Home
     from boxmaker.core.home.links import LOOP_BROKER
     from boxmaker.core.wire.messages import DeniedResponse, ToolRequest
-    from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
+    from boxmaker.ipc.connection import Connection, SocketRules
+    from boxmaker.ipc.serving import bind_socket, serve_forever
     from boxmaker.ipc.shell import now
     from boxmaker.testing.homes import make_home
     from boxmaker.testing.runtime import RecordingRuntime

@@ -75,11 +75,12 @@ from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.backend import read_backend
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_dialect
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import LlamaModel, Sampling
 from boxmaker.loopd.placement import placement, plan
+from boxmaker.loopd.replying import stop_ids
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.startup import load_model
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
 from boxmaker.testing.raw_llama import next_prompt, raw_rate_of, raw_tokens, turn
 from boxmaker.testing.recording_model import Recorded, RecordingModel
@@ -241,7 +242,7 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
     # --- generation speed: loopd against llama-cpp-python on the same prompt ------------
     limits = TurnLimits(max_tool_calls=0, max_tokens=REPLY_TOKENS, reply_tokens=REPLY_TOKENS)
     loopd = start_loopd(work, model, home=home, limits=limits, chat_format=chat_format)
-    stop = {llm.token_eos(), *loopd.daemon.turns._stop}  # what loopd's turn loop stops at
+    stop = {llm.token_eos(), *stop_ids(model, chat_format)}  # what loopd's replies stop at
     loopd_rates: list[float] = []
     raw_rates: list[float] = []
     short_firsts: list[float] = []  # from sending a turn to the model's first text

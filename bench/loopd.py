@@ -149,13 +149,13 @@ from boxmaker.ipc import client
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.config import LoopdConfig, load_config
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.startup import load_model
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
 from boxmaker.testing.raw_llama import (
     first_token,

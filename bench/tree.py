@@ -36,9 +36,10 @@ from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.wire.messages import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs, UserEntry
 from boxmaker.loopd.startup import load_model
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.waiting import wait_until
 
 BIN = Path(sys.executable).parent

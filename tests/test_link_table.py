@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.brokerd.config import BrokerdConfig, PathsSection
-from boxmaker.bxctl.install_cmd import Layout, plan
+from boxmaker.bxctl.install_plan import Layout, plan
 from boxmaker.bxctl.install_steps import Directory, Group
 from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.layout import Home, socket_path
@@ -44,14 +44,8 @@ from boxmaker.core.wire.messages import (
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.mattermost import MattermostClient
 from boxmaker.gatewayd.turns import Owner
-from boxmaker.ipc.server import (
-    Handlers,
-    SocketRules,
-    answering,
-    bind_socket,
-    refuse,
-    serve_forever,
-)
+from boxmaker.ipc.connection import Handlers, SocketRules, answering
+from boxmaker.ipc.serving import bind_socket, refuse, serve_forever
 from boxmaker.memoryd.config import MemorydConfig
 from boxmaker.memoryd.config import PathsSection as MemorydPaths
 from boxmaker.memoryd.handlers import MemoryHandlers

@@ -56,7 +56,7 @@ from boxmaker.core.wire.messages import (
     Status,
     StatusReport,
 )
-from boxmaker.ipc.server import Connection, Handlers, answering
+from boxmaker.ipc.connection import Connection, Handlers, answering
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """One broker.sock connection: one tool request, from decision to answer.
 
-I/O: the connection (an `ipc.server.Connection`), the ledger, the runtime.
+I/O: the connection (an `ipc.connection.Connection`), the ledger, the runtime.
 The order, for every request:
 
     1. read the grants afresh, decide, write the Decision record (ledger step one);
@@ -54,7 +54,7 @@ from boxmaker.core.wire.messages import (
     ResultResponse,
     ToolRequest,
 )
-from boxmaker.ipc.server import Connection
+from boxmaker.ipc.connection import Connection
 from boxmaker.sandbox.runner import Runtime, run
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ I/O: everything brokerd touches, wired together here. The order at startup:
     3. the stop signals blocked, then broker.sock and admin.sock bound and served
        (`boxmaker.ipc.shell`: each socket's directory made if missing, its modes
        set either way, a stale socket file removed; one thread per connection,
-       up to each socket's cap, `boxmaker.ipc.server`);
+       up to each socket's cap, `boxmaker.ipc.serving`);
     4. the expiry thread; with `[gateway] socket` not "none", the gateway link,
        which starts a thread for each ask (`gateway_link`); with `[audit]
        checkpoint_every_s` not 0, the checkpoint thread (`audit_checkpoint`).
@@ -55,9 +55,9 @@ from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.layout import Home
 from boxmaker.core.home.links import LOOP_BROKER, OWNER_BROKER, Link, Role
 from boxmaker.core.wire.messages import CheckpointReply, Error, Message, StatusReport, ToolRequest
+from boxmaker.ipc.connection import Handlers
 from boxmaker.ipc.role import EXIT_OK
 from boxmaker.ipc.secrets import load_secrets
-from boxmaker.ipc.server import Handlers
 from boxmaker.ipc.shell import Endpoint, RoleSockets, now, serve_daemon
 from boxmaker.sandbox.runner import Runtime
 

@@ -34,12 +34,14 @@
     │                              (core/model/template_prompt)
     ├── ContextFullError   the conversation no longer fits the model's context (loopd/model)
     ├── TurnRefusedError   a turn cannot start; carries the wire code (loopd/turn)
+    ├── NoRoomError        the system turn and the owner's last turn alone pass the
+    │                      compaction threshold: the turn ends (loopd/compaction)
     ├── NoSuchSessionError `session_show` of a session with no log (loopd/session_view)
     ├── HoldError          a call's path cannot be held; the call fails (sandbox/held)
     ├── MattermostError    a request to Mattermost failed (gatewayd/mm_model)
     │   └── MattermostAuthError  the server refused the bot token
     ├── CliError           bxctl: one line for the owner, then an exit status (bxctl/cli)
-    ├── PeerClosedError    the client closed before its request was complete (ipc/server;
+    ├── PeerClosedError    the client closed before its request was complete (ipc/connection;
     │                      ConnectionError)
     ├── ApiError           the fake Mattermost's error answer (testing/fake_mattermost)
     ├── OpensslMissingError  no openssl, so no test CA (testing/tls; RuntimeError)
@@ -54,7 +56,7 @@
 
 A class defined in another module derives from the class drawn above it and
 keeps the built-in base its callers catch it by (named after it). Private
-classes (`_NoRoomError` and the like, which never leave their module) derive
+classes (`_HangUpError` and the like, which never leave their module) derive
 from a class of this tree and are not drawn. The one exception is the sandbox
 toolkit's `ToolError`: the toolkit runs inside the sandbox on its own and
 imports nothing of boxmaker. tests/core/test_errors.py holds the tree to this.

@@ -1,6 +1,6 @@
 """gateway.sock: brokerd's approvals posted in the owner's chat, the owner's answers sent back.
 
-I/O: gateway.sock connections (threads of `boxmaker.ipc.server`) and Mattermost
+I/O: gateway.sock connections (threads of `boxmaker.ipc.serving`) and Mattermost
 (through the client, on gatewayd's event loop). What counts as an answer, and
 every text posted, is `gatewayd.approval_rules` (pure); this module keeps the
 table of posts and moves messages:
@@ -53,7 +53,7 @@ from boxmaker.core.wire.messages import (
 from boxmaker.gatewayd import approval_rules as rules
 from boxmaker.gatewayd.mm_model import MattermostError, Posted, PostEdited, ReactionAdded
 from boxmaker.gatewayd.turns import Chat, Owner
-from boxmaker.ipc.server import Connection, Handlers
+from boxmaker.ipc.connection import Connection, Handlers
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ I/O: everything gatewayd touches, wired together here. In order:
        (`gatewayd.mm_events`), caught up from the watermark, at most
        `[mattermost] catch_up_s` back;
     3. gateway.sock bound (brokerd's group in a root install) and served by
-       threads of `boxmaker.ipc.server`, which hand their Mattermost calls to
+       threads of `boxmaker.ipc.serving`, which hand their Mattermost calls to
        the event loop (`gatewayd.approvals`);
     4. each event: an approval answer (`ApprovalDesk.on_event`), or else a turn
        (`gatewayd.turns`), each turn a task of its own, started only once the

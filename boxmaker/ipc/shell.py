@@ -1,6 +1,6 @@
 """Every role's life around its sockets: bind, serve, `status`, the stop signal, stop.
 
-I/O: a role's listening sockets (bound and served through `boxmaker.ipc.server`,
+I/O: a role's listening sockets (bound and served through `boxmaker.ipc.serving`,
 closed, their files removed), the process's stop signals (`boxmaker.ipc.role`)
 and standard error (one line a step). Each role's daemon (`brokerd.serve.Brokerd`,
 `loopd.serve.Loopd`, `memoryd.serve.Memoryd`, `gatewayd.serve.Gatewayd`) keeps
@@ -33,7 +33,7 @@ The rules, in order:
        running): `event=serving` with the role's fields. At SIGTERM or SIGINT:
        `event=stopping signal=<name>`, then the daemon's `stop`.
     6. `RoleSockets.stop`, once: the stop event is set, the listeners are
-       closed (each accept loop ends within `server.ACCEPT_POLL_S`), the role's
+       closed (each accept loop ends within `serving.ACCEPT_POLL_S`), the role's
        own `join` runs (its threads, and what must end while its sockets still
        have their names), then the socket files are removed.
     7. The daemon's `stop` gives the exit status: 0, logged `event=stopped`; or
@@ -57,18 +57,10 @@ from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.wire.messages import Status, StatusReport
+from boxmaker.ipc.connection import Handler, Handlers, SocketRules, answering
 from boxmaker.ipc.peers import peers_for
 from boxmaker.ipc.role import EXIT_OK, block_stop_signals, wait_for_stop
-from boxmaker.ipc.server import (
-    Handler,
-    Handlers,
-    Serving,
-    SocketRules,
-    answering,
-    bind_socket,
-    check_handlers,
-    serve_forever,
-)
+from boxmaker.ipc.serving import Serving, bind_socket, check_handlers, serve_forever
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from boxmaker.loopd.adapter import Adapter, describe
 from boxmaker.loopd.check_process import CHECK_TIMEOUT_S, run_check
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.serve import Loopd
 from boxmaker.loopd.startup import (
     check_marker_list,
@@ -45,7 +46,6 @@ from boxmaker.loopd.startup import (
     resolve_context,
     start_model,
 )
-from boxmaker.loopd.turn import TurnLimits
 
 
 def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:

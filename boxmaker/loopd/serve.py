@@ -61,16 +61,17 @@ from boxmaker.core.wire.messages import (
     TurnDone,
     TurnEvent,
 )
+from boxmaker.ipc.connection import Connection, Handler, Handlers
 from boxmaker.ipc.role import EXIT_OK
-from boxmaker.ipc.server import Connection, Handler, Handlers
 from boxmaker.ipc.shell import Endpoint, RoleSockets
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.model import LlamaModel, Model
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.session_view import NoSuchSessionError, SessionView, page_summaries
-from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from boxmaker.core.wire.messages import (
     SessionUpdated,
     Status,
 )
+from boxmaker.ipc.connection import Handlers, answering
 from boxmaker.ipc.role import EXIT_OK
-from boxmaker.ipc.server import Handlers, answering
 from boxmaker.ipc.shell import Endpoint, RoleSockets, now
 from boxmaker.memoryd.config import MemorydConfig
 from boxmaker.memoryd.handlers import MemoryHandlers

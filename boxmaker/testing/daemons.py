@@ -62,9 +62,9 @@ from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, Turn
 from boxmaker.loopd import config as loopd_config
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Model
 from boxmaker.loopd.serve import Loopd
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.memoryd import config as memoryd_config
 from boxmaker.memoryd.main import open_memory
 from boxmaker.memoryd.recall import RecallIndex

@@ -35,7 +35,7 @@ from boxmaker.core.wire.connection import ClientConnection, ServerConnection
 from boxmaker.core.wire.frames import FrameDecoder, encode_frame
 from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, encode_envelope
 from boxmaker.ipc.client import Request
-from boxmaker.ipc.server import bind_socket
+from boxmaker.ipc.serving import bind_socket
 from boxmaker.testing.waiting import wait_until
 
 STOP_TIMEOUT_S = 10.0

@@ -101,7 +101,7 @@ def test_idle_connections_on_broker_sock_never_keep_the_owner_out(tmp_path: Path
         assert daemon.stop() == 0
     log = daemon.stderr
     assert "Traceback" not in log
-    # a connection brokerd served and the client left is one line (ipc.server rule 5):
+    # a connection brokerd served and the client left is one line (ipc.connection rule 5):
     # how many it had accepted when the flood ended is the scheduler's; every other line
     # (an accept refused, a descriptor short) is a few lines in all, never one each
     lines = log.splitlines()

@@ -39,8 +39,9 @@ from boxmaker.core.wire.messages import (
     UntrustedBy,
 )
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import verify_log, write_grant

@@ -36,7 +36,7 @@ from boxmaker.bxctl.boot_unit import (
     unit_path,
     unit_text,
 )
-from boxmaker.bxctl.install_cmd import Layout, plan
+from boxmaker.bxctl.install_plan import Layout, plan
 from boxmaker.bxctl.install_steps import Command, Directory, File
 from boxmaker.testing.skips import skip_or_fail
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.bxctl.install_cmd import PACKAGE_DIR, Layout, plan
+from boxmaker.bxctl.install_plan import PACKAGE_DIR, Layout, plan
 from boxmaker.bxctl.install_steps import Bytecode, Directory, File, Group, User
 from boxmaker.testing.llama_stand_in import ANSWERING, CRASHING
 from boxmaker.testing.llama_stand_in import install as install_stand_in

@@ -38,7 +38,7 @@ NOT_COPIED = shutil.ignore_patterns(
 )
 PROBE = (
     "import boxmaker\n"
-    "from boxmaker.bxctl.install_cmd import data_dir\n"
+    "from boxmaker.bxctl.install_plan import data_dir\n"
     "print(boxmaker.__file__)\n"
     "print(data_dir())\n"
 )

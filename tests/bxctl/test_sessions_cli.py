@@ -38,8 +38,8 @@ from boxmaker.core.wire.messages import (
     TurnEvent,
     UntrustedBy,
 )
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import (
     InProcessBrokerd,
     InProcessLoopd,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from supervisor.poller import Poller
 
-from boxmaker.bxctl.install_cmd import data_dir
+from boxmaker.bxctl.install_plan import data_dir
 from boxmaker.bxctl.supervisor_wake import NoMethods, Wake, make_wake
 
 

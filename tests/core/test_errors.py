@@ -81,8 +81,8 @@ def test_the_walk_finds_the_classes() -> None:
     assert {
         "boxmaker.core.errors.ProtocolError",
         "boxmaker.brokerd.audit_writer.AuditUnavailableError",
-        "boxmaker.loopd.turn._NoRoomError",
-        "boxmaker.ipc.server.PeerClosedError",
+        "boxmaker.loopd.compaction.NoRoomError",
+        "boxmaker.ipc.connection.PeerClosedError",
         *EXEMPT,
     } <= names
 

@@ -29,9 +29,10 @@ from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.policy import SessionState
 from boxmaker.core.wire.messages import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home, read_records, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.scripted_model import ScriptedModel

@@ -32,8 +32,9 @@ from boxmaker.core.wire.messages import (
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect, self_test
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home, read_records, verify_log, write_config
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.scripted_model import SPECIAL, ScriptedModel

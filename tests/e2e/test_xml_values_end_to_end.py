@@ -43,9 +43,10 @@ from boxmaker.core.wire.messages import ContentEvent, Event, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import TOOL_SCHEMAS
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home, read_records, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.sandbox_fixtures import KINDS, require

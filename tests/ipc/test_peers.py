@@ -22,8 +22,9 @@ import pytest
 from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.links import LOOP, ROLE_USERS, Role
 from boxmaker.core.wire.messages import Error, SessionList, Sessions, Status, StatusReport
+from boxmaker.ipc.connection import Handlers, SocketRules, answering
 from boxmaker.ipc.peers import DEV_PEERS, NO_OWNER, Peers, peer_uid, peers_for
-from boxmaker.ipc.server import Handlers, SocketRules, answering, bind_socket, serve_forever
+from boxmaker.ipc.serving import bind_socket, serve_forever
 from boxmaker.ipc.shell import Endpoint, RoleSockets
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import exchange
@@ -82,7 +83,7 @@ def test_a_kept_kind_is_answered_to_the_owner_alone_and_an_open_one_to_all(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = serve(peers)
-    caplog.set_level(logging.ERROR, logger="boxmaker.ipc.server")
+    caplog.set_level(logging.ERROR, logger="boxmaker.ipc.connection")
     answer = exchange(path, Sessions())[-1].message
     assert answer == (SessionList(items=()) if owner else FORBIDDEN)
     assert exchange(path, Status())[-1].message == REPORT  # open: whoever connects

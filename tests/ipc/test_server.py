@@ -33,19 +33,14 @@ from boxmaker.core.wire.messages import (
     Status,
     ToolRequest,
 )
-from boxmaker.ipc.server import (
-    REQUEST_TIMEOUT_S,
-    Connection,
-    SocketRules,
-    bind_socket,
-    serve_forever,
-)
+from boxmaker.ipc.connection import REQUEST_TIMEOUT_S, Connection, SocketRules
+from boxmaker.ipc.serving import bind_socket, serve_forever
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import exchange
 from boxmaker.testing.waiting import wait_until
 
-LISTENER = "boxmaker.ipc.server"
+LISTENER = "boxmaker.ipc"  # ipc.serving and ipc.connection log under it
 
 
 @pytest.fixture
@@ -80,7 +75,7 @@ def connect(path: Path) -> socket.socket:
 
 
 def listener_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == LISTENER]
+    return [r for r in caplog.records if r.name.startswith(LISTENER + ".")]
 
 
 class Holding:

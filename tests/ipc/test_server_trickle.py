@@ -28,7 +28,8 @@ from boxmaker.core.home.links import OWNER_BROKER
 from boxmaker.core.wire.connection import ClientConnection
 from boxmaker.core.wire.frames import FrameDecoder, encode_frame
 from boxmaker.core.wire.messages import Approvals, Error, Ok, Status, decode_envelope
-from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
+from boxmaker.ipc.connection import Connection, SocketRules
+from boxmaker.ipc.serving import bind_socket, serve_forever
 
 DEADLINE_S = 0.3
 SLACK_S = 1.5  # a busy machine may be slow to schedule the accept or the close

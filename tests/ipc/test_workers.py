@@ -12,8 +12,9 @@ from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.wire.messages import Error, Ok, Status
-from boxmaker.ipc import server
-from boxmaker.ipc.server import Connection, SocketRules, bind_socket, serve_forever
+from boxmaker.ipc import serving
+from boxmaker.ipc.connection import Connection, SocketRules
+from boxmaker.ipc.serving import bind_socket, serve_forever
 from boxmaker.testing.sockets import exchange
 from boxmaker.testing.waiting import wait_until
 
@@ -53,7 +54,7 @@ def test_sequential_connections_reuse_one_worker(tmp_path: Path) -> None:
 
 
 def test_an_idle_worker_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "IDLE_WORKER_S", 0.2)
+    monkeypatch.setattr(serving, "IDLE_WORKER_S", 0.2)
 
     def handle(conn: Connection, _: Status) -> None:
         conn.send(Ok(), final=True)

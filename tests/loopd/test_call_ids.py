@@ -14,8 +14,9 @@ import pytest
 from boxmaker.core.model.call_ids import call_ids, has_form, written_ids
 from boxmaker.core.model.dialect import from_template
 from boxmaker.core.model.tool_calls import CallSyntax, parse_reply
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.scripted_model import ScriptedModel
 from boxmaker.testing.template_families import EOS, prompt_for

@@ -37,8 +37,9 @@ from boxmaker.core.wire.messages import (
     ToolRequest,
 )
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import CompactionEntry, SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer
 from boxmaker.testing.scripted_model import ScriptedModel

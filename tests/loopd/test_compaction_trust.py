@@ -20,8 +20,9 @@ from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
 from boxmaker.core.wire.messages import ApprovalPendingEvent, ContextCompactedEvent, Event, Refuse
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.scripted_model import ScriptedModel

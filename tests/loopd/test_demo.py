@@ -31,9 +31,10 @@ from boxmaker.core.wire.messages import (
 from boxmaker.loopd import main as loopd_main
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import system_prompt
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, pending_then
 from boxmaker.testing.sockets import ScriptedServer

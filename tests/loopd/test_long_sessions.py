@@ -51,9 +51,10 @@ from boxmaker.core.model.template_prompt import TemplatePrompt
 from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.core.wire.messages import DeniedResponse, ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.tools import denial_text, system_prompt
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, sequence
 from boxmaker.testing.scripted_model import ScriptedModel

@@ -60,8 +60,8 @@ from boxmaker.loopd.config import (
     PathsSection,
     SocketsSection,
 )
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.serve import Loopd
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.scripted_model import ScriptedModel
 from boxmaker.testing.skips import skip_or_fail
 

@@ -31,8 +31,8 @@ from boxmaker.core.wire.messages import (
     TurnEvent,
     decode_envelope,
 )
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs, ToolEntry, UserEntry
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, running_loopd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.scripted_model import ScriptedModel

@@ -35,8 +35,8 @@ from boxmaker.core.wire.messages import (
     TurnDone,
     TurnEvent,
 )
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Generation
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import InProcessLoopd, running_loopd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer

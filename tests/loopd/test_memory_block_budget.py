@@ -25,10 +25,11 @@ from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.messages import BlockSpan, MemoryBlock, MemoryBlockReply
 from boxmaker.loopd.config import load_config
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.memory_port import MemoryPort
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.testing.daemons import running_memoryd
 from boxmaker.testing.homes import make_home

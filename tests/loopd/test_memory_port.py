@@ -35,10 +35,11 @@ from boxmaker.core.wire.messages import (
     TurnDone,
 )
 from boxmaker.loopd.config import load_config
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.tools import system_prompt
-from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.testing.daemons import running_loopd, running_memoryd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer_with_id, close_early, never_answer

@@ -21,9 +21,9 @@ from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.messages import ContentEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_format, self_test
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
-from boxmaker.loopd.turn import TurnLimits
 from boxmaker.testing.daemons import running_loopd
 from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel

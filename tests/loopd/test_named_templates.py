@@ -27,11 +27,12 @@ from boxmaker.core.model.named_templates import ChosenTemplate
 from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.model_check import VocabularyModel
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.startup import load_model
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel

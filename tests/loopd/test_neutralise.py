@@ -25,8 +25,9 @@ from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.messages import Event, ResultResponse, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer
 from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel
@@ -199,7 +200,7 @@ def test_a_listed_tag_that_cannot_be_neutralised_fails_when_the_loop_is_made(
 
 def test_the_count_is_logged_never_the_text(place: Place, caplog: pytest.LogCaptureFixture) -> None:
     model = ScriptedModel(["ok"])
-    with caplog.at_level(logging.INFO, logger="boxmaker.loopd.turn"):
+    with caplog.at_level(logging.INFO, logger="boxmaker.loopd.prompting"):
         place.loop(model).run("n1", OWNER, False, lambda event: None)
     (record,) = [r for r in caplog.records if "event=neutralised" in r.getMessage()]
     assert record.getMessage() == "event=neutralised session=n1 entry=user count=3"

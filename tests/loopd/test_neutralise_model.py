@@ -24,10 +24,11 @@ from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.messages import ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import Generation, LlamaModel, Model, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.peer_scripts import answer

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.scripted_model import ScriptedModel
 
 

@@ -41,10 +41,11 @@ from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.core.wire.messages import Event, TurnDone
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect, self_test
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import LlamaModel
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.startup import check_tags, load_model
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel

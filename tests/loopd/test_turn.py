@@ -32,9 +32,10 @@ from boxmaker.core.wire.messages import (
     ToolResultEvent,
 )
 from boxmaker.loopd.broker_port import BrokerPort
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Generation
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
-from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, pending_then
 from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel, merge_content

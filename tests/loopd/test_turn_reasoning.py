@@ -19,8 +19,9 @@ import pytest
 from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry
-from boxmaker.loopd.turn import TurnLimits, TurnLoop, TurnRefusedError
+from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.scripted_model import SPECIAL, ScriptedModel
 

@@ -23,9 +23,10 @@ from boxmaker.core.wire.messages import (
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.tools import SCHEMAS
-from boxmaker.loopd.turn import TurnLimits, TurnLoop
+from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.scripted_model import ScriptedModel
 from training.generate import examples
 from training.heldout import vocab as held_vocab

@@ -4,10 +4,10 @@ A link is one Unix socket under `<home>/run/<directory>/` (design.md sections 3,
 4 and 6): one role serves it, its client roles reach it, and it accepts a fixed
 set of message kinds. `LINKS` has one row per link; everything that names a link
 reads it: `core.home.layout` (the socket's path), each role's configuration (its
-default path), `ipc.server` (the kinds a request may be, the busy answer, the
-check that a socket's handlers are exactly its kinds), `bxctl install` (the
-users, groups and directories of a root install), brokerd's reserved places and
-the root-install test.
+default path), `ipc.connection` and `ipc.serving` (the kinds a request may be, the
+busy answer, the check that a socket's handlers are exactly its kinds), `bxctl
+install` (the users, groups and directories of a root install), brokerd's reserved
+places and the root-install test.
 
 Whom the kernel admits, by these rules:
 
@@ -21,7 +21,7 @@ Whom the kernel admits, by these rules:
        (0700 and 0600, that user only). Every row takes ROOT and DEV, the defaults.
     4. A request of a kind the link does not accept is answered `forbidden`, and
        a socket serves only with a handler for each kind it accepts and for no
-       other (`ipc.server`).
+       other (`ipc.connection`, `ipc.serving`).
     5. Which kinds each peer may send: a kind named in `senders` only by the
        client roles named with it, any other accepted kind by every peer the
        kernel admits. The kernel cannot tell a group's members apart, so the
