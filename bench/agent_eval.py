@@ -85,16 +85,16 @@ from boxmaker.bxctl.approvals_cmd import approve, pending_items, refuse
 from boxmaker.bxctl.cli import CliError
 from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.errors import RequestError, TimedOutError
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import PendingApproval
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
-    Error,
-    PendingApproval,
     ToolCallStartedEvent,
     ToolResultEvent,
     TurnDone,
     TurnEvent,
 )
-from boxmaker.core.wire.messages import Turn as TurnMessage
+from boxmaker.core.wire.loop import Turn as TurnMessage
 from boxmaker.ipc.client import answers
 from boxmaker.loopd.main import PLAIN_REPLY_TOKENS
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs

@@ -59,8 +59,8 @@ from typing import IO
 
 import orjson
 
+from boxmaker.core.wire.envelope import decode_envelope
 from boxmaker.core.wire.frames import FrameDecoder
-from boxmaker.core.wire.messages import decode_envelope
 
 LINE = (
     b'{"seq":0,"time":"2026-11-30T12:00:00.000Z","prev":"'
@@ -104,7 +104,7 @@ def serve(work: Path) -> int:
     from boxmaker.core.grants.decisions import DenyReason
     from boxmaker.core.home.layout import Home
     from boxmaker.core.home.links import LOOP_BROKER
-    from boxmaker.core.wire.messages import DeniedResponse, ToolRequest
+    from boxmaker.core.wire.broker import DeniedResponse, ToolRequest
     from boxmaker.ipc.connection import Connection, SocketRules
     from boxmaker.ipc.serving import bind_socket, serve_forever
     from boxmaker.ipc.shell import now

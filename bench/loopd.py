@@ -137,14 +137,7 @@ from boxmaker.core.model.reply_stream import streamable
 from boxmaker.core.model.template_prompt import Stretches, TemplatePrompt
 from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateRenderer
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
-from boxmaker.core.wire.messages import (
-    Compact,
-    ContentEvent,
-    ReasoningEvent,
-    Turn,
-    TurnDone,
-    TurnEvent,
-)
+from boxmaker.core.wire.loop import Compact, ContentEvent, ReasoningEvent, Turn, TurnDone, TurnEvent
 from boxmaker.ipc import client
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.adapter import describe

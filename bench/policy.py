@@ -18,8 +18,9 @@ from boxmaker.core.grants.loading import parse_grant_file
 from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import SessionState, decide
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.envelope import Envelope, decode_envelope, encode_envelope
 from boxmaker.core.wire.frames import FrameDecoder, encode_frame
-from boxmaker.core.wire.messages import Envelope, ToolRequest, decode_envelope, encode_envelope
 
 GRANTS = 100
 REQUESTS = 10_000

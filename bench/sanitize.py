@@ -172,7 +172,7 @@ def sandbox_call(result: str, folder: Path) -> tuple[str, Callable[[], object]]:
     from boxmaker.core.grants.loading import parse_grant_file
     from boxmaker.core.grants.model import GrantSet
     from boxmaker.core.policy import Decision, SessionState, decide
-    from boxmaker.core.wire.messages import ResultResponse, ToolRequest
+    from boxmaker.core.wire.broker import ResultResponse, ToolRequest
     from boxmaker.sandbox.bwrap import BwrapRuntime
     from boxmaker.sandbox.calls import SANDBOX_PYTHON, Limits
     from boxmaker.sandbox.cgroups import Cgroups

@@ -33,7 +33,7 @@ from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
 from boxmaker.bxctl.status_cmd import ask
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import StatusReport
+from boxmaker.core.wire.common import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
 from boxmaker.loopd.limits import TurnLimits
@@ -53,7 +53,7 @@ from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
 from boxmaker.bxctl.status_cmd import ask
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import StatusReport
+from boxmaker.core.wire.common import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
 from boxmaker.loopd.startup import load_model

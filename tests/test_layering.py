@@ -77,7 +77,7 @@ PLANTED = [
     ("newpart", "", "layers"),  # a subpackage given no layer
     ("loopd", "from boxmaker.core.home.secrets import Secret", "loopd-holds-no-secrets"),
     ("loopd", "import boxmaker.ipc.secrets", "loopd-holds-no-secrets"),
-    ("core/grants", "from boxmaker.core.wire import messages", "core-layers"),
+    ("core/grants", "from boxmaker.core.wire import envelope", "core-layers"),
     ("core/model", "from boxmaker.core.audit import chain", "core-layers"),
     ("core/home", "from boxmaker.core.grants import tools", "core-layers"),
     ("core", "", "core-layers"),  # a module put directly in core, given no layer

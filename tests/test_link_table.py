@@ -30,17 +30,12 @@ from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.layout import Home, socket_path
 from boxmaker.core.home.links import GATEWAY, LINKS, Link, Role, kind_of
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.broker_admin import Approvals
+from boxmaker.core.wire.common import Error, Status, StatusReport
 from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.envelope import decode_envelope
 from boxmaker.core.wire.frames import FrameDecoder
-from boxmaker.core.wire.messages import (
-    Approvals,
-    Error,
-    Reindex,
-    Reindexed,
-    Status,
-    StatusReport,
-    decode_envelope,
-)
+from boxmaker.core.wire.memory import Reindex, Reindexed
 from boxmaker.gatewayd.approvals import ApprovalDesk
 from boxmaker.gatewayd.mattermost import MattermostClient
 from boxmaker.gatewayd.turns import Owner

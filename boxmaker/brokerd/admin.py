@@ -35,27 +35,24 @@ from boxmaker.core.errors import ErrorCode
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.policy import DIGEST_SHORT, Denial
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.frame_fit import FRAME_BUDGET, page_items, paged
-from boxmaker.core.wire.messages import (
-    BY_BXCTL,
+from boxmaker.core.wire.broker_admin import (
     ApprovalList,
     Approvals,
     Approve,
     ApproveResult,
     AuditCheckpoint,
     CheckGrants,
-    Error,
     GrantsReport,
-    Message,
-    Ok,
     PendingApproval,
     Refuse,
     SessionStateItem,
     SessionStateList,
     SessionStates,
-    Status,
-    StatusReport,
 )
+from boxmaker.core.wire.common import Error, Ok, Status, StatusReport
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET, page_items, paged
+from boxmaker.core.wire.gateway import BY_BXCTL
 from boxmaker.ipc.connection import Connection, Handlers, answering
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.policy import Ask, Decision, Denial
-from boxmaker.core.wire.messages import PendingApproval
+from boxmaker.core.wire.broker_admin import PendingApproval
 
 Verdict = Decision | Denial
 

@@ -45,15 +45,15 @@ from boxmaker.core.policy import Ask, Decision, Denial, SessionState
 from boxmaker.core.sanitize import word_pass
 from boxmaker.core.sanitize.flagging import flag_rule, prepare
 from boxmaker.core.timestamps import add_ms
-from boxmaker.core.wire.frame_fit import fit_result
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import (
     DeniedResponse,
     FailedResponse,
-    PendingApproval,
     PendingApprovalResponse,
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import PendingApproval
+from boxmaker.core.wire.frame_fit import fit_result
 from boxmaker.ipc.connection import Connection
 from boxmaker.sandbox.runner import Runtime, run
 

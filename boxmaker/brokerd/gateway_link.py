@@ -54,14 +54,13 @@ from boxmaker.core.errors import BrokenError, ErrorCode, ProtocolError, RequestE
 from boxmaker.core.policy import Denial
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import parse_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Envelope
+from boxmaker.core.wire.gateway import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
     ApprovalRequest,
-    Envelope,
-    Error,
-    Ok,
     ReplyAnswer,
 )
 from boxmaker.ipc.client import Request

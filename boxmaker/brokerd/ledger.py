@@ -64,7 +64,8 @@ from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide, redecide
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest, UntrustedBy
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import UntrustedBy
 
 log = logging.getLogger(__name__)
 

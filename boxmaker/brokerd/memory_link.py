@@ -23,7 +23,8 @@ from boxmaker.core.errors import RequestError
 from boxmaker.core.grants.args import canonical_arguments
 from boxmaker.core.policy import Decision, SessionState
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import FailedResponse, MemoryCall, ResultResponse
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
+from boxmaker.core.wire.memory import MemoryCall
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

@@ -54,7 +54,10 @@ from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.layout import Home
 from boxmaker.core.home.links import LOOP_BROKER, OWNER_BROKER, Link, Role
-from boxmaker.core.wire.messages import CheckpointReply, Error, Message, StatusReport, ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.broker_admin import CheckpointReply
+from boxmaker.core.wire.common import Error, StatusReport
+from boxmaker.core.wire.envelope import Message
 from boxmaker.ipc.connection import Handlers
 from boxmaker.ipc.role import EXIT_OK
 from boxmaker.ipc.secrets import load_secrets

@@ -37,7 +37,7 @@ from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import SessionState
 from boxmaker.core.strict import Strict
-from boxmaker.core.wire.messages import UntrustedBy
+from boxmaker.core.wire.broker_admin import UntrustedBy
 from boxmaker.ipc.files import write_atomic
 
 

@@ -24,17 +24,16 @@ from boxmaker.core.display.untrusted_origin import untrusted_since
 from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.policy import DIGEST_SHORT
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import (
     ApprovalList,
     Approvals,
     Approve,
     ApproveResult,
-    Error,
-    Message,
-    Ok,
     PendingApproval,
     Refuse,
 )
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Message
 
 SESSION_WIDTH = 16
 

@@ -113,7 +113,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     from boxmaker.bxctl.client import request
     from boxmaker.core.audit.checkpoints import Checkpoint, format_line
     from boxmaker.core.home.layout import Home
-    from boxmaker.core.wire.messages import AuditCheckpoint, CheckpointReply
+    from boxmaker.core.wire.broker_admin import AuditCheckpoint, CheckpointReply
 
     home: Path = args.home or home_from(os.environ)
     if args.key is not None and args.append is None:

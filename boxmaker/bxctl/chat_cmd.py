@@ -70,12 +70,12 @@ from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.model.compaction_plan import compacted_line
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
     Compact,
     ContentEvent,
     ContextCompactedEvent,
-    Error,
     Event,
     ReasoningEvent,
     ToolCallStartedEvent,

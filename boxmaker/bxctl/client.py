@@ -22,7 +22,8 @@ from boxmaker.core.errors import (
 )
 from boxmaker.core.home.layout import Home, home_from
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import Envelope, Error, Message
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Envelope, Message
 from boxmaker.ipc.client import answers
 
 TIMEOUT_S = 30.0

@@ -28,7 +28,8 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import UNTRUSTED, Ask, Decision, Denial, SessionState, decide
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp, parse_timestamp
-from boxmaker.core.wire.messages import CheckGrants, GrantsReport, ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.broker_admin import CheckGrants, GrantsReport
 
 
 def add_parser(commands: Any) -> None:

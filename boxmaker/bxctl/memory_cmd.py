@@ -24,15 +24,9 @@ from boxmaker.bxctl.cli import EXIT_OK, CliError, Parser, out
 from boxmaker.bxctl.client import MEMORYD, default_memory_socket, stream
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import (
-    MAX_MEMORY_LOG,
-    Error,
-    MemoryLog,
-    MemoryLogReply,
-    Message,
-    Reindex,
-    Reindexed,
-)
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.memory import MAX_MEMORY_LOG, MemoryLog, MemoryLogReply, Reindex, Reindexed
 
 DEFAULT_LIMIT = 20
 _FILES = {"memory": "memory.md", "user": "user.md"}  # memoryd's files, as the owner knows them

@@ -70,20 +70,22 @@ from boxmaker.bxctl.client import (
 from boxmaker.core.display.escape import escape_arguments, escape_model_text
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import (
+    SessionStateItem,
+    SessionStateList,
+    SessionStates,
+    UntrustedBy,
+)
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.loop import (
     Compact,
-    Error,
-    Message,
     SessionEntries,
     SessionList,
     Sessions,
     SessionShow,
-    SessionStateItem,
-    SessionStateList,
-    SessionStates,
     SessionSummary,
     ShownEntry,
-    UntrustedBy,
 )
 
 NO_BROKER_STATE = "no broker state"

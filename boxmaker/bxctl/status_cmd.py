@@ -22,7 +22,7 @@ from boxmaker.bxctl.client import (
     default_memory_socket,
     stream,
 )
-from boxmaker.core.wire.messages import Status, StatusReport
+from boxmaker.core.wire.common import Status, StatusReport
 
 
 def add_parser(commands: Any) -> None:

@@ -84,7 +84,8 @@ from boxmaker.core.grants.tools import (
 )
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass, highest
-from boxmaker.core.wire.messages import ToolRequest, UntrustedBy
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.broker_admin import UntrustedBy
 
 MAX_DETAIL = 300
 

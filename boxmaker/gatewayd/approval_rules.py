@@ -58,11 +58,11 @@ from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.display.untrusted_origin import untrusted_since
 from boxmaker.core.policy import DIGEST_SHORT
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import PendingApproval
+from boxmaker.core.wire.gateway import (
     BY_BXCTL,
     MAX_REASON_CHARS,
     ApprovalOutcome,
-    PendingApproval,
     ReplyAnswer,
     check_reason,
 )

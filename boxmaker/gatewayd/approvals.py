@@ -40,14 +40,13 @@ from typing import Any, TypeVar
 
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import PendingApproval
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.gateway import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
     ApprovalRequest,
-    Error,
-    Ok,
-    PendingApproval,
     ReplyAnswer,
 )
 from boxmaker.gatewayd import approval_rules as rules

@@ -62,15 +62,9 @@ from boxmaker.core.display.reply_parts import MAX_POST_CHARS, split_reply
 from boxmaker.core.errors import RequestError
 from boxmaker.core.model.compaction_plan import compacted_line
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import (
-    ContentEvent,
-    ContextCompactedEvent,
-    Envelope,
-    Error,
-    Turn,
-    TurnDone,
-    TurnEvent,
-)
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Envelope
+from boxmaker.core.wire.loop import ContentEvent, ContextCompactedEvent, Turn, TurnDone, TurnEvent
 from boxmaker.gatewayd.mm_model import MattermostError, Post
 from boxmaker.ipc.client import Request
 

@@ -38,7 +38,7 @@ from boxmaker.core.errors import (
     UnreachableError,
 )
 from boxmaker.core.wire.connection import ClientConnection
-from boxmaker.core.wire.messages import Envelope, Message
+from boxmaker.core.wire.envelope import Envelope, Message
 
 CONNECT_TIMEOUT_S = 30.0
 POLL_S = 0.25

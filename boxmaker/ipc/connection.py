@@ -46,8 +46,9 @@ from typing import Any, TypeVar
 from boxmaker.core.errors import BoxmakerError, ErrorCode, MisuseError, ProtocolError
 from boxmaker.core.home.links import Link, Role, kind_of
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.common import Error
 from boxmaker.core.wire.connection import ServerConnection
-from boxmaker.core.wire.messages import Envelope, Error, Message
+from boxmaker.core.wire.envelope import Envelope, Message
 from boxmaker.ipc.peers import NO_OWNER, Peers, peer_uid
 
 log = logging.getLogger(__name__)

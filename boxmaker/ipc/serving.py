@@ -44,9 +44,9 @@ from typing import Protocol
 
 from boxmaker.core.errors import ErrorCode, ProtocolError, StartupError
 from boxmaker.core.home.links import DEV, Link, LinkModes, kind_of
+from boxmaker.core.wire.common import Error
 from boxmaker.core.wire.connection import ServerConnection
 from boxmaker.core.wire.frames import MAX_FRAME, PREFIX
-from boxmaker.core.wire.messages import Error
 from boxmaker.ipc.connection import Connection, Handlers, SocketRules
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,7 @@ from boxmaker.core.errors import StartupError
 from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import Status, StatusReport
+from boxmaker.core.wire.common import Status, StatusReport
 from boxmaker.ipc.connection import Handler, Handlers, SocketRules, answering
 from boxmaker.ipc.peers import peers_for
 from boxmaker.ipc.role import EXIT_OK, block_stop_signals, wait_for_stop

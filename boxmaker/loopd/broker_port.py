@@ -22,7 +22,7 @@ from pathlib import Path
 from boxmaker.core.errors import RequestError, RequestTooLargeError
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.timestamps import parse_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import (
     DeniedResponse,
     FailedResponse,
     PendingApprovalResponse,

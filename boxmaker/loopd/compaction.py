@@ -35,7 +35,7 @@ from boxmaker.core.model.chat_format import Role, Turn
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import ContentEvent, ContextCompactedEvent, Event, ReasoningEvent
+from boxmaker.core.wire.loop import ContentEvent, ContextCompactedEvent, Event, ReasoningEvent
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import ContextFullError, Model
 from boxmaker.loopd.prompting import Prompter

@@ -37,14 +37,9 @@ from boxmaker.core.errors import (
 )
 from boxmaker.core.model.memory_block import BlockEntry, Span, render_block, split_block
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import (
-    Error,
-    MemoryBlock,
-    MemoryBlockReply,
-    Message,
-    Ok,
-    SessionUpdated,
-)
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.memory import MemoryBlock, MemoryBlockReply, SessionUpdated
 from boxmaker.ipc.client import Request
 
 log = logging.getLogger(__name__)

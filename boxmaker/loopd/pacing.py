@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 
 StreamedEvent = type[ReasoningEvent] | type[ContentEvent]
 

@@ -23,7 +23,7 @@ from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.reasoning import ReasoningStream
 from boxmaker.core.model.repetition import Repetition, find_repetition
 from boxmaker.core.model.reply_stream import ReplyStream
-from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Model
 from boxmaker.loopd.pacing import Paced

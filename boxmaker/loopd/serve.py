@@ -49,14 +49,14 @@ from boxmaker.core.home.links import LOOP, Link, Role
 from boxmaker.core.model.chat_format import ChatFormat
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.common import Status
+from boxmaker.core.wire.loop import (
     Compact,
     Event,
     SessionEntries,
     SessionList,
     Sessions,
     SessionShow,
-    Status,
     Turn,
     TurnDone,
     TurnEvent,

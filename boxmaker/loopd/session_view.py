@@ -48,7 +48,7 @@ from boxmaker.core.errors import BoxmakerError
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size, paged
-from boxmaker.core.wire.messages import SessionEntries, SessionList, SessionSummary, ShownEntry
+from boxmaker.core.wire.loop import SessionEntries, SessionList, SessionSummary, ShownEntry
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,

@@ -26,16 +26,18 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.model.result_cut import cut_result
 from boxmaker.core.model.tool_calls import BadToolCall, ToolCall
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import (
-    ApprovalPendingEvent,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Event,
     FailedResponse,
     PendingApprovalResponse,
     ResultResponse,
+    ToolRequest,
+)
+from boxmaker.core.wire.loop import (
+    ApprovalPendingEvent,
+    Event,
     ToolCallStartedEvent,
     ToolDeniedEvent,
-    ToolRequest,
     ToolResultEvent,
 )
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort

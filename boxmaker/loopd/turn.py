@@ -70,7 +70,7 @@ from boxmaker.core.model.dialect import Dialect, from_format
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import Event, TurnDone
+from boxmaker.core.wire.loop import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.compaction import Compactor, NoRoomError
 from boxmaker.loopd.limits import TurnLimits

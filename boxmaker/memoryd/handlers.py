@@ -43,19 +43,18 @@ from boxmaker.core.grants.tools import (
     ToolName,
 )
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
+from boxmaker.core.wire.common import Ok
+from boxmaker.core.wire.memory import (
     MAX_LOG_EXCLUDED,
     BlockExclusion,
     BlockSpan,
-    FailedResponse,
     MemoryBlock,
     MemoryBlockReply,
     MemoryCall,
     MemoryLog,
     MemoryLogReply,
-    Ok,
     Reindexed,
-    ResultResponse,
     SessionUpdated,
 )
 from boxmaker.memoryd.files import MemoryFileDamagedError

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from boxmaker.core.home.links import BROKER_MEMORY, LOOP_MEMORY, OWNER_MEMORY, Link, Role
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.common import Status
+from boxmaker.core.wire.memory import (
     MemoryBlock,
     MemoryCall,
     MemoryLog,
     Reindex,
     Reindexed,
     SessionUpdated,
-    Status,
 )
 from boxmaker.ipc.connection import Handlers, answering
 from boxmaker.ipc.role import EXIT_OK

@@ -47,7 +47,7 @@ from boxmaker.core.grants.tools import (
     WriteFileArgs,
 )
 from boxmaker.core.policy import Decision, is_genuine
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
 
 
 class RunFailure(StrEnum):

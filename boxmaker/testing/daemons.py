@@ -60,7 +60,9 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA, ChatFormat
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, Turn
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.envelope import Envelope, Message
+from boxmaker.core.wire.loop import Turn
 from boxmaker.loopd import config as loopd_config
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Model

@@ -15,14 +15,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import (
-    Event,
-    Message,
-    PendingApprovalResponse,
-    Turn,
-    TurnDone,
-    TurnEvent,
-)
+from boxmaker.core.wire.broker import PendingApprovalResponse
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.loop import Event, Turn, TurnDone, TurnEvent
 from boxmaker.testing.sockets import Peer, Script
 
 # --- a fake brokerd ------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from boxmaker.core.wire.messages import TurnDone
+from boxmaker.core.wire.loop import TurnDone
 from boxmaker.loopd.model import Sampling
 from boxmaker.loopd.session_log import SessionLog, SessionLogs, UserEntry
 from boxmaker.testing.daemons import InProcessLoopd

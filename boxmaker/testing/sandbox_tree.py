@@ -18,7 +18,7 @@ from typing import Any
 from boxmaker.core.grants.loading import parse_grant_file
 from boxmaker.core.grants.model import Grant, GrantSet
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox.calls import Limits
 from boxmaker.sandbox.runner import Runtime, run
 from boxmaker.testing.waiting import wait_until

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from boxmaker.core.wire.messages import ContentEvent, Event
+from boxmaker.core.wire.loop import ContentEvent, Event
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
 from boxmaker.loopd.model import Generation
 

@@ -31,9 +31,10 @@ from pathlib import Path
 
 from boxmaker.core.errors import ProtocolError, RequestError
 from boxmaker.core.timestamps import parse_timestamp
+from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.wire.connection import ClientConnection, ServerConnection
+from boxmaker.core.wire.envelope import Envelope, Message, encode_envelope
 from boxmaker.core.wire.frames import FrameDecoder, encode_frame
-from boxmaker.core.wire.messages import Envelope, Message, ToolRequest, encode_envelope
 from boxmaker.ipc.client import Request
 from boxmaker.ipc.serving import bind_socket
 from boxmaker.testing.waiting import wait_until

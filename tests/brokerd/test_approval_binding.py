@@ -22,19 +22,21 @@ from boxmaker.core.grants.tools import ShellArgs
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import approval_digest
-from boxmaker.core.wire.messages import (
-    ApprovalList,
-    Approvals,
-    Approve,
-    ApproveResult,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
-    Message,
-    PendingApproval,
     PendingApprovalResponse,
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import (
+    ApprovalList,
+    Approvals,
+    Approve,
+    ApproveResult,
+    PendingApproval,
+)
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Message
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import OpenCall

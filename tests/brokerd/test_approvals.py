@@ -28,20 +28,15 @@ from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecor
 from boxmaker.core.hashes import sha256_hex
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import add_ms, parse_timestamp
-from boxmaker.core.wire.messages import (
-    ApprovalList,
-    Approvals,
-    Approve,
-    ApproveResult,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
-    Message,
-    Ok,
     PendingApprovalResponse,
-    Refuse,
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals, Approve, ApproveResult, Refuse
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Message
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import verify_log, write_grant
 from boxmaker.testing.sockets import OpenCall

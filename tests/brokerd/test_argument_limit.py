@@ -17,7 +17,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.argument_size import MAX_ARGUMENT_BYTES
 from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.hashes import sha256_hex
-from boxmaker.core.wire.messages import DeniedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import DeniedResponse, ResultResponse, ToolRequest
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import read_records, write_grant
 

@@ -25,7 +25,8 @@ from boxmaker.core.errors import ErrorCode
 from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import AuditCheckpoint, CheckpointReply, Error
+from boxmaker.core.wire.broker_admin import AuditCheckpoint, CheckpointReply
+from boxmaker.core.wire.common import Error
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import make_home, write_config
 from boxmaker.testing.processes import DaemonProcess, clean_environment

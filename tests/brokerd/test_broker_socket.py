@@ -15,17 +15,10 @@ import pytest
 
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.policy import MAX_DETAIL
-from boxmaker.core.wire.messages import (
-    Approvals,
-    Approve,
-    CheckGrants,
-    Envelope,
-    Message,
-    Refuse,
-    ToolRequest,
-    Turn,
-    encode_envelope,
-)
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.broker_admin import Approvals, Approve, CheckGrants, Refuse
+from boxmaker.core.wire.envelope import Envelope, Message, encode_envelope
+from boxmaker.core.wire.loop import Turn
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import exchange_raw

@@ -56,19 +56,16 @@ from boxmaker.core.grants.tools import ReadFileArgs, ShellArgs, WriteFileArgs
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass, highest
 from boxmaker.core.policy import SessionState
-from boxmaker.core.wire.messages import (
-    Approve,
-    ApproveResult,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
     FailedResponse,
-    Message,
-    Ok,
     PendingApprovalResponse,
-    Refuse,
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import Approve, ApproveResult, Refuse
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Message
 from boxmaker.sandbox.runner import RunError, RunFailure, RunOutput, RunSpec
 from boxmaker.testing.daemons import Clock, InProcessBrokerd, start_brokerd
 from boxmaker.testing.homes import read_records, verify_log, write_grant

@@ -18,7 +18,7 @@ import pytest
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit.records import DecisionEvent, ResultEvent, ResultStatus
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import read_records, verify_log, write_grant
 from boxmaker.testing.sockets import exchange

@@ -15,18 +15,15 @@ import pytest
 
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import (
-    Approvals,
-    Approve,
-    CheckGrants,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
     FailedResponse,
-    Message,
     PendingApprovalResponse,
-    Refuse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import Approvals, Approve, CheckGrants, Refuse
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Message
 from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.homes import make_home, verify_log, write_config
 from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script

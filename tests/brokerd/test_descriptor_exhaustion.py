@@ -19,7 +19,8 @@ import pytest
 
 from boxmaker.core.errors import ProtocolError
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import ApprovalList, Approvals, DeniedResponse, ToolRequest
+from boxmaker.core.wire.broker import DeniedResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals
 from boxmaker.testing.homes import make_home, write_config
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.sockets import exchange

@@ -22,22 +22,20 @@ from boxmaker.core.audit.records import ApprovalAnswer, ApprovalEvent
 from boxmaker.core.errors import ConfigError, ErrorCode
 from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import (
-    ApprovalList,
+from boxmaker.core.wire.broker import (
+    DeniedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolRequest,
+)
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals, Approve, ApproveResult
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.gateway import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
     ApprovalRequest,
-    Approvals,
-    Approve,
-    ApproveResult,
-    DeniedResponse,
-    Error,
-    Ok,
-    PendingApprovalResponse,
     ReplyAnswer,
-    ResultResponse,
-    ToolRequest,
 )
 from boxmaker.testing.daemons import Clock, InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant

@@ -24,7 +24,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.grants.model import GrantSet, Mode
 from boxmaker.core.hashes import sha256_hex
-from boxmaker.core.wire.messages import DeniedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import DeniedResponse, ResultResponse, ToolRequest
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.waiting import wait_until

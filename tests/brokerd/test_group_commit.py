@@ -38,7 +38,7 @@ from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Denial
 from boxmaker.core.timestamps import add_ms
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.testing.waiting import wait_until
 
 NOW = "2026-11-30T12:00:00.000Z"

@@ -26,18 +26,16 @@ from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.grants.decisions import AskRecord
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import (
     ApprovalList,
     Approvals,
-    Event,
-    Ok,
     PendingApproval,
     Refuse,
-    ResultResponse,
-    ToolRequest,
-    TurnDone,
     UntrustedBy,
 )
+from boxmaker.core.wire.common import Ok
+from boxmaker.core.wire.loop import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs

@@ -20,17 +20,11 @@ from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit.records import ResultEvent
 from boxmaker.core.errors import ConfigError
 from boxmaker.core.hashes import sha256_hex
+from boxmaker.core.wire.broker import PendingApprovalResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals, PendingApproval
+from boxmaker.core.wire.envelope import encode_envelope
 from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import (
-    ApprovalList,
-    Approvals,
-    PendingApproval,
-    PendingApprovalResponse,
-    ResultResponse,
-    ToolRequest,
-    encode_envelope,
-)
 from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import verify_log, write_grant

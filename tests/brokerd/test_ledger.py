@@ -18,13 +18,8 @@ from boxmaker.brokerd.ledger import NOT_RECORDED
 from boxmaker.core.audit.records import DecisionEvent, ResultEvent, ResultStatus
 from boxmaker.core.grants.decisions import AllowedRecord, DeniedRecord, DenyReason
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
-    DeniedResponse,
-    FailedResponse,
-    ResultResponse,
-    ToolRequest,
-    encode_envelope,
-)
+from boxmaker.core.wire.broker import DeniedResponse, FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.envelope import encode_envelope
 from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import verify_log, write_grant

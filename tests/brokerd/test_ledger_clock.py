@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.messages import ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.testing.daemons import running_brokerd
 from boxmaker.testing.homes import read_records, verify_log, write_grant
 from boxmaker.testing.sockets import exchange

@@ -25,19 +25,17 @@ from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Decision, SessionState, decide
-from boxmaker.core.wire.messages import (
-    Approve,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
     FailedResponse,
-    MemoryCall,
-    Message,
     PendingApprovalResponse,
-    Refuse,
     ResultResponse,
     ToolRequest,
-    UntrustedBy,
 )
+from boxmaker.core.wire.broker_admin import Approve, Refuse, UntrustedBy
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.memory import MemoryCall
 from boxmaker.memoryd.store import MemoryStore, Provenance
 from boxmaker.sandbox.runner import build_spec
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd, running_memoryd

@@ -20,7 +20,9 @@ from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import add_ms
-from boxmaker.core.wire.messages import Approvals, DeniedResponse, Error, ToolRequest
+from boxmaker.core.wire.broker import DeniedResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import Approvals
+from boxmaker.core.wire.common import Error
 from boxmaker.testing.homes import make_home, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script
 from boxmaker.testing.sockets import exchange

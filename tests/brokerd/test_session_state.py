@@ -10,7 +10,7 @@ import pytest
 from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import SessionState
-from boxmaker.core.wire.messages import UntrustedBy
+from boxmaker.core.wire.broker_admin import UntrustedBy
 
 
 def test_a_session_with_no_file_is_private_and_trusted(tmp_path: Path) -> None:

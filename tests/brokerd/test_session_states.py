@@ -18,17 +18,15 @@ from boxmaker.brokerd.session_state import SessionStore, StateUnreadableError
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import SessionState
-from boxmaker.core.wire.messages import (
-    Envelope,
-    Error,
-    ResultResponse,
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import (
     SessionStateItem,
     SessionStateList,
     SessionStates,
-    ToolRequest,
     UntrustedBy,
-    encode_envelope,
 )
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import Envelope, encode_envelope
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
 

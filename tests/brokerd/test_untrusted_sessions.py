@@ -17,16 +17,18 @@ import pytest
 from boxmaker.brokerd.session_state import SessionStore
 from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import AllowedRecord, AskRecord, DeniedRecord, DenyReason
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import (
+    DeniedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolRequest,
+)
+from boxmaker.core.wire.broker_admin import (
     ApprovalList,
     Approvals,
     Approve,
     ApproveResult,
-    DeniedResponse,
-    PendingApprovalResponse,
     Refuse,
-    ResultResponse,
-    ToolRequest,
     UntrustedBy,
 )
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd

@@ -20,7 +20,7 @@ import pytest
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit.records import ApprovalEvent, DecisionEvent
 from boxmaker.core.grants.decisions import DenyReason
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import (
     DeniedResponse,
     PendingApprovalResponse,
     ResultResponse,

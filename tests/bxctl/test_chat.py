@@ -24,18 +24,14 @@ import pytest
 
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.grants.decisions import DenyReason
-from boxmaker.core.wire.messages import (
-    ApprovalList,
+from boxmaker.core.wire.broker import PendingApprovalResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals, Refuse
+from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
-    Approvals,
     ContentEvent,
     Event,
-    PendingApprovalResponse,
     ReasoningEvent,
-    Refuse,
-    ResultResponse,
     ToolDeniedEvent,
-    ToolRequest,
 )
 from boxmaker.testing.daemons import (
     InProcessBrokerd,

@@ -18,7 +18,7 @@ import pytest
 
 from boxmaker.bxctl import chat_cmd
 from boxmaker.core.grants.decisions import DenyReason
-from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent, ToolDeniedEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent, ToolDeniedEvent
 from boxmaker.testing.peer_scripts import fake_loopd_script
 from boxmaker.testing.processes import clean_environment, console_script
 from boxmaker.testing.sockets import ScriptedServer

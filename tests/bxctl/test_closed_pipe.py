@@ -20,7 +20,7 @@ from boxmaker.core.audit.records import DecisionEvent, encode_line
 from boxmaker.core.grants.decisions import AllowedRecord
 from boxmaker.core.hashes import ZERO_HASH
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import ContentEvent
+from boxmaker.core.wire.loop import ContentEvent
 from boxmaker.testing.peer_scripts import fake_loopd_script
 from boxmaker.testing.processes import clean_environment, console_script
 from boxmaker.testing.sockets import ScriptedServer

@@ -14,7 +14,8 @@ from boxmaker.bxctl import main as bxctl_main
 from boxmaker.bxctl.memory_cmd import journal_lines
 from boxmaker.core.home.layout import HOME_VARIABLE, Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import MemoryCall, ResultResponse
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.memory import MemoryCall
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.testing.daemons import running_memoryd
 from boxmaker.testing.homes import make_home

@@ -28,15 +28,15 @@ from boxmaker.core.labels import DataClass
 from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
 from boxmaker.core.policy import SessionState
 from boxmaker.core.timestamps import parse_timestamp
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import UntrustedBy
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.loop import (
     Compact,
     ContextCompactedEvent,
-    Error,
     ShownEntry,
     Turn,
     TurnDone,
     TurnEvent,
-    UntrustedBy,
 )
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry

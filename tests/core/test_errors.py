@@ -24,8 +24,9 @@ import pytest
 import boxmaker
 from boxmaker.core import errors
 from boxmaker.core.errors import BoxmakerError, MisuseError, ProtocolError
+from boxmaker.core.wire.broker_admin import Approvals
+from boxmaker.core.wire.common import Ok
 from boxmaker.core.wire.connection import ClientConnection, ServerConnection
-from boxmaker.core.wire.messages import Approvals, Ok
 
 PACKAGE = Path(boxmaker.__file__).parent
 

@@ -26,7 +26,7 @@ from boxmaker.core.policy import (
     decide,
     redecide,
 )
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 
 NOW = "2026-11-30T12:00:00.000Z"
 PUBLIC, PRIVATE, SECRET = DataClass.PUBLIC, DataClass.PRIVATE, DataClass.SECRET

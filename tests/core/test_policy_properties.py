@@ -30,7 +30,7 @@ from boxmaker.core.grants.model import Grant, GrantSet
 from boxmaker.core.grants.tools import ShellArgs, ToolName
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Ask, Decision, Denial, Outcome, SessionState, decide
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 
 pytestmark = pytest.mark.slow  # 2,000 examples each
 

@@ -19,7 +19,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import Event, ToolDeniedEvent, ToolResultEvent
+from boxmaker.core.wire.loop import Event, ToolDeniedEvent, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs

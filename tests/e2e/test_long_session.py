@@ -27,12 +27,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.home.layout import HOME_VARIABLE, Home
-from boxmaker.core.wire.messages import (
-    ContextCompactedEvent,
-    ToolResultEvent,
-    TurnDone,
-    TurnEvent,
-)
+from boxmaker.core.wire.loop import ContextCompactedEvent, ToolResultEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import LoopdConfig, ModelSection, PathsSection, TurnSection
 from boxmaker.loopd.dialects import choose_dialect
 from boxmaker.loopd.main import turn_limits

@@ -27,7 +27,7 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.policy import SessionState
-from boxmaker.core.wire.messages import Event, TurnDone
+from boxmaker.core.wire.loop import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort

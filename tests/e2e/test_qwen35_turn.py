@@ -22,7 +22,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.loop import (
     ContentEvent,
     Event,
     ReasoningEvent,

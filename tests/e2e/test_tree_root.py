@@ -32,8 +32,8 @@ import pytest
 
 from boxmaker.core.home.links import LINKS, Role
 from boxmaker.core.home.links import ROLE_USERS as USER_OF
+from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.wire.connection import ClientConnection
-from boxmaker.core.wire.messages import ToolRequest
 from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 

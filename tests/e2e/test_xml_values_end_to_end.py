@@ -39,7 +39,7 @@ from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.template_sandbox import ChatTemplate
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.core.wire.messages import ContentEvent, Event, ToolResultEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect

@@ -16,7 +16,8 @@ from markdown_it.token import Token
 from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.display.reply_parts import MAX_POST_CHARS
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import ApprovalOutcome, PendingApproval, UntrustedBy
+from boxmaker.core.wire.broker_admin import PendingApproval, UntrustedBy
+from boxmaker.core.wire.gateway import ApprovalOutcome
 from boxmaker.gatewayd.approval_rules import (
     APPROVE_EMOJI,
     MAX_SHOWN_ARGUMENTS,

@@ -18,13 +18,13 @@ import pytest
 
 from boxmaker.core.audit.records import ApprovalAnswer, ApprovalEvent
 from boxmaker.core.grants.decisions import DenyReason
-from boxmaker.core.wire.messages import (
-    Approve,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
     PendingApprovalResponse,
     ResultResponse,
     ToolRequest,
 )
+from boxmaker.core.wire.broker_admin import Approve
 from boxmaker.gatewayd.config import GatewaydConfig, MattermostSection, PathsSection
 from boxmaker.gatewayd.serve import Gatewayd
 from boxmaker.ipc.shell import now

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import TurnDone
+from boxmaker.core.wire.loop import TurnDone
 from boxmaker.gatewayd.config import load_config
 from boxmaker.gatewayd.live_check import check
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import Turn, TurnDone
+from boxmaker.core.wire.loop import Turn, TurnDone
 from boxmaker.gatewayd.watermark import decode_watermark
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
 from boxmaker.testing.homes import make_home

@@ -19,7 +19,7 @@ import pytest
 
 from boxmaker.core.display.reply_parts import CONTINUED, MAX_POST_CHARS
 from boxmaker.core.home.layout import Home
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.loop import (
     ContentEvent,
     ContextCompactedEvent,
     ReasoningEvent,

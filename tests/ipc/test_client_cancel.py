@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.errors import TimedOutError
-from boxmaker.core.wire.messages import Ok, Status
+from boxmaker.core.wire.common import Ok, Status
 from boxmaker.ipc.client import Request
 from boxmaker.testing.sockets import Peer, Script, ScriptedServer
 

@@ -21,7 +21,8 @@ import pytest
 
 from boxmaker.core.errors import ErrorCode, StartupError
 from boxmaker.core.home.links import LOOP, ROLE_USERS, Role
-from boxmaker.core.wire.messages import Error, SessionList, Sessions, Status, StatusReport
+from boxmaker.core.wire.common import Error, Status, StatusReport
+from boxmaker.core.wire.loop import SessionList, Sessions
 from boxmaker.ipc.connection import Handlers, SocketRules, answering
 from boxmaker.ipc.peers import DEV_PEERS, NO_OWNER, Peers, peer_uid, peers_for
 from boxmaker.ipc.serving import bind_socket, serve_forever

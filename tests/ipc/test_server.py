@@ -23,16 +23,10 @@ from boxmaker.brokerd.descriptors import ConnectionCaps
 from boxmaker.core.errors import ErrorCode, ProtocolError, StartupError
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home.links import LOOP_BROKER
+from boxmaker.core.wire.broker import DeniedResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals
+from boxmaker.core.wire.common import Error, Ok, Status
 from boxmaker.core.wire.connection import ClientConnection
-from boxmaker.core.wire.messages import (
-    ApprovalList,
-    Approvals,
-    DeniedResponse,
-    Error,
-    Ok,
-    Status,
-    ToolRequest,
-)
 from boxmaker.ipc.connection import REQUEST_TIMEOUT_S, Connection, SocketRules
 from boxmaker.ipc.serving import bind_socket, serve_forever
 from boxmaker.testing.daemons import running_brokerd

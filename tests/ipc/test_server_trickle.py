@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.home.links import OWNER_BROKER
+from boxmaker.core.wire.broker_admin import Approvals
+from boxmaker.core.wire.common import Error, Ok, Status
 from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.envelope import decode_envelope
 from boxmaker.core.wire.frames import FrameDecoder, encode_frame
-from boxmaker.core.wire.messages import Approvals, Error, Ok, Status, decode_envelope
 from boxmaker.ipc.connection import Connection, SocketRules
 from boxmaker.ipc.serving import bind_socket, serve_forever
 

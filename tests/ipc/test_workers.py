@@ -11,7 +11,7 @@ import pytest
 from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.home.links import Link, Role
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.messages import Error, Ok, Status
+from boxmaker.core.wire.common import Error, Ok, Status
 from boxmaker.ipc import serving
 from boxmaker.ipc.connection import Connection, SocketRules
 from boxmaker.ipc.serving import bind_socket, serve_forever

@@ -19,18 +19,16 @@ from boxmaker.core.errors import ErrorCode
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
-    ContentEvent,
+from boxmaker.core.wire.broker import (
     DeniedResponse,
-    Error,
     FailedResponse,
-    Message,
-    Ok,
     PendingApprovalResponse,
     ResultResponse,
     ToolRequest,
-    TurnEvent,
 )
+from boxmaker.core.wire.common import Error, Ok
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.loop import ContentEvent, TurnEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import (

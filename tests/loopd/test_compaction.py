@@ -29,13 +29,8 @@ from boxmaker.core.model.compaction_plan import (
     plan,
     spans,
 )
-from boxmaker.core.wire.messages import (
-    ContextCompactedEvent,
-    Event,
-    ResultResponse,
-    ToolCallStartedEvent,
-    ToolRequest,
-)
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
+from boxmaker.core.wire.loop import ContextCompactedEvent, Event, ToolCallStartedEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import CompactionEntry, SessionLogs

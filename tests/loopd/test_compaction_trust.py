@@ -18,7 +18,8 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import AskRecord
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
-from boxmaker.core.wire.messages import ApprovalPendingEvent, ContextCompactedEvent, Event, Refuse
+from boxmaker.core.wire.broker_admin import Refuse
+from boxmaker.core.wire.loop import ApprovalPendingEvent, ContextCompactedEvent, Event
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs

@@ -20,14 +20,8 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
-from boxmaker.core.wire.messages import (
-    ApprovalPendingEvent,
-    ContentEvent,
-    Event,
-    ResultResponse,
-    ToolCallStartedEvent,
-    ToolRequest,
-)
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
+from boxmaker.core.wire.loop import ApprovalPendingEvent, ContentEvent, Event, ToolCallStartedEvent
 from boxmaker.loopd import main as loopd_main
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.demo import HELP, MARK, QUOTED_LINES, DemoModel, demo_reply

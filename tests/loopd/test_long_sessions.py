@@ -49,7 +49,7 @@ from boxmaker.core.model.call_ids import has_form
 from boxmaker.core.model.dialect import Dialect, from_template
 from boxmaker.core.model.template_prompt import TemplatePrompt
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.core.wire.messages import DeniedResponse, ResultResponse
+from boxmaker.core.wire.broker import DeniedResponse, ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry

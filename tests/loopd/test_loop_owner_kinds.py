@@ -34,24 +34,20 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.home.links import LOOP
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.compaction_plan import SUMMARY_INSTRUCTION
+from boxmaker.core.wire.common import Error, Status, StatusReport
 from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.envelope import Envelope, Message, decode_envelope
 from boxmaker.core.wire.frames import FrameDecoder
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.loop import (
     Compact,
     ContextCompactedEvent,
-    Envelope,
-    Error,
-    Message,
     SessionEntries,
     SessionList,
     Sessions,
     SessionShow,
-    Status,
-    StatusReport,
     Turn,
     TurnDone,
     TurnEvent,
-    decode_envelope,
 )
 from boxmaker.loopd.config import (
     BrokerSection,

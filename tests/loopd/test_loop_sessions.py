@@ -16,11 +16,12 @@ import pytest
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import decode_envelope
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.loop import (
     Compact,
     ContextCompactedEvent,
-    Error,
     SessionEntries,
     SessionList,
     Sessions,
@@ -29,7 +30,6 @@ from boxmaker.core.wire.messages import (
     ShownEntry,
     TurnDone,
     TurnEvent,
-    decode_envelope,
 )
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs, ToolEntry, UserEntry

@@ -20,16 +20,15 @@ import pytest
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home.layout import Home
+from boxmaker.core.wire.broker import DeniedResponse, ToolRequest
+from boxmaker.core.wire.broker_admin import Approvals
+from boxmaker.core.wire.common import Error
 from boxmaker.core.wire.connection import ClientConnection
-from boxmaker.core.wire.messages import (
-    Approvals,
+from boxmaker.core.wire.envelope import Message
+from boxmaker.core.wire.loop import (
     ContentEvent,
-    DeniedResponse,
-    Error,
-    Message,
     ToolCallStartedEvent,
     ToolDeniedEvent,
-    ToolRequest,
     ToolResultEvent,
     Turn,
     TurnDone,

@@ -23,7 +23,7 @@ from boxmaker.core.errors import ErrorCode
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
-from boxmaker.core.wire.messages import BlockSpan, MemoryBlock, MemoryBlockReply
+from boxmaker.core.wire.memory import BlockSpan, MemoryBlock, MemoryBlockReply
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.main import turn_limits

@@ -25,15 +25,10 @@ from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
 from boxmaker.core.model.dialect import from_format
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.sanitize import neutralise
+from boxmaker.core.wire.common import Error, Ok
 from boxmaker.core.wire.frames import encode_frame
-from boxmaker.core.wire.messages import (
-    Error,
-    MemoryBlock,
-    MemoryBlockReply,
-    Ok,
-    SessionUpdated,
-    TurnDone,
-)
+from boxmaker.core.wire.loop import TurnDone
+from boxmaker.core.wire.memory import MemoryBlock, MemoryBlockReply, SessionUpdated
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError

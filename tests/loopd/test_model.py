@@ -18,7 +18,7 @@ import pytest
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
-from boxmaker.core.wire.messages import ContentEvent, TurnDone, TurnEvent
+from boxmaker.core.wire.loop import ContentEvent, TurnDone, TurnEvent
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import choose_format, self_test
 from boxmaker.loopd.limits import TurnLimits

@@ -23,7 +23,8 @@ from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
 from boxmaker.core.sanitize import neutralise
-from boxmaker.core.wire.messages import Event, ResultResponse, ToolResultEvent
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.loop import Event, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.session_log import SessionLogs

@@ -22,7 +22,7 @@ from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
-from boxmaker.core.wire.messages import ResultResponse
+from boxmaker.core.wire.broker import ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers

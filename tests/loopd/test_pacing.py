@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.pacing import Paced
 from boxmaker.loopd.session_log import SessionLogs

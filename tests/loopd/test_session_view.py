@@ -15,9 +15,10 @@ import pytest
 
 from boxmaker.core.labels import DataClass
 from boxmaker.core.timestamps import format_timestamp
+from boxmaker.core.wire.envelope import Envelope, encode_envelope
 from boxmaker.core.wire.frame_fit import FRAME_BUDGET
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import Envelope, SessionEntries, SessionSummary, encode_envelope
+from boxmaker.core.wire.loop import SessionEntries, SessionSummary
 from boxmaker.loopd.session_log import (
     AnyEntry,
     CompactionEntry,

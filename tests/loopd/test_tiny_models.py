@@ -38,7 +38,7 @@ from gguf import GGUFReader
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.reasoning import ReasoningMarkers
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.core.wire.messages import Event, TurnDone
+from boxmaker.core.wire.loop import Event, TurnDone
 from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.dialects import choose_dialect, self_test
 from boxmaker.loopd.limits import TurnLimits

@@ -21,12 +21,11 @@ from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import DeniedResponse, ResultResponse
+from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
     ContentEvent,
-    DeniedResponse,
     Event,
-    ResultResponse,
     ToolCallStartedEvent,
     ToolDeniedEvent,
     ToolResultEvent,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.model.chat_format import GEMMA
-from boxmaker.core.wire.messages import TurnDone
+from boxmaker.core.wire.loop import TurnDone
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import PLAIN_REPLY_TOKENS, reasons, turn_limits
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.wire.messages import ContentEvent, Event, ReasoningEvent
+from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_dialect
 from boxmaker.loopd.limits import TurnLimits

@@ -15,19 +15,17 @@ import pytest
 
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
+from boxmaker.core.wire.envelope import Message, encode_envelope
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import (
-    FailedResponse,
+from boxmaker.core.wire.memory import (
     MemoryBlock,
     MemoryBlockReply,
     MemoryCall,
     MemoryLog,
     MemoryLogReply,
-    Message,
     Reindex,
     Reindexed,
-    ResultResponse,
-    encode_envelope,
 )
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.memoryd.journal import JOURNAL

@@ -27,7 +27,8 @@ import pytest
 from boxmaker.core.errors import RequestError
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import MemoryCall, Reindex, Reindexed, ResultResponse
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.memory import MemoryCall, Reindex, Reindexed
 from boxmaker.ipc.client import Request
 from boxmaker.memoryd.files import FILES, read_entries
 from boxmaker.memoryd.journal import JOURNAL, read_journal

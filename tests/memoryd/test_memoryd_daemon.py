@@ -12,14 +12,8 @@ import pytest
 
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
-    MemoryBlock,
-    MemoryBlockReply,
-    MemoryCall,
-    Reindex,
-    Reindexed,
-    ResultResponse,
-)
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.memory import MemoryBlock, MemoryBlockReply, MemoryCall, Reindex, Reindexed
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.processes import clean_environment, console_script
 from boxmaker.testing.sockets import accepts, exchange

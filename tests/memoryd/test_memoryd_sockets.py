@@ -14,24 +14,19 @@ import pytest
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
+from boxmaker.core.wire.common import Error, Ok, Status, StatusReport
+from boxmaker.core.wire.envelope import Envelope, Message
+from boxmaker.core.wire.memory import (
     BlockSpan,
-    Envelope,
-    Error,
-    FailedResponse,
     MemoryBlock,
     MemoryBlockReply,
     MemoryCall,
     MemoryLog,
     MemoryLogReply,
-    Message,
-    Ok,
     Reindex,
     Reindexed,
-    ResultResponse,
     SessionUpdated,
-    Status,
-    StatusReport,
 )
 from boxmaker.memoryd.files import Entry, render_entries
 from boxmaker.memoryd.store import MemoryStore

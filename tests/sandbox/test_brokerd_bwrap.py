@@ -15,7 +15,7 @@ import orjson
 
 from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.homes import make_home, read_records, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess

@@ -36,7 +36,7 @@ import pytest
 
 from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox import podman
 from boxmaker.sandbox.bwrap import bwrap_argv
 from boxmaker.sandbox.calls import PROXY_INSIDE, Limits
@@ -404,7 +404,7 @@ from pathlib import Path
 from boxmaker.sandbox.runner import run
 from boxmaker.core.grants.loading import parse_grant_file
 from boxmaker.core.grants.model import GrantSet
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.policy import SessionState, decide
 from boxmaker.sandbox.calls import Limits
 from boxmaker.testing.skips import skip_or_fail

@@ -37,7 +37,7 @@ from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.grants.model import Grant
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Decision, Denial
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse
 from boxmaker.sandbox.bwrap import BWRAP
 from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.sandbox_fixtures import require

@@ -15,7 +15,7 @@ import pytest
 
 from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.policy import Decision, SessionState, decide
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.sandbox import toolkit
 from boxmaker.sandbox.held import HeldSpec, HoldError, hold
 from boxmaker.sandbox.runner import RunFailure, RunSpec, build_spec

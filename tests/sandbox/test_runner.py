@@ -12,7 +12,7 @@ from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.grants.tools import ToolName
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Decision, SessionState, decide
-from boxmaker.core.wire.messages import FailedResponse, ResultResponse, ToolRequest
+from boxmaker.core.wire.broker import FailedResponse, ResultResponse, ToolRequest
 from boxmaker.sandbox.runner import (
     Mount,
     RefusingRuntime,

@@ -18,7 +18,7 @@ import pytest
 
 from boxmaker.core.grants.model import Mode
 from boxmaker.core.grants.tools import TOOLS, Check, RunsIn, Tool, ToolArgs, ToolField
-from boxmaker.core.wire.messages import FailedResponse
+from boxmaker.core.wire.broker import FailedResponse
 from boxmaker.sandbox.runner import RunFailure
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.sanitize import neutralise
-from boxmaker.core.wire.messages import ToolResultEvent, TurnDone, TurnEvent
+from boxmaker.core.wire.loop import ToolResultEvent, TurnDone, TurnEvent
 from boxmaker.loopd.session_log import SessionLogs, ToolEntry, UserEntry
 from boxmaker.sandbox.runner import RunOutput
 from boxmaker.testing.daemons import running_brokerd, running_loopd

@@ -10,7 +10,7 @@ as data (`core.display.escape`); the session and the call are checked identifier
 from __future__ import annotations
 
 from boxmaker.core.display.escape import escape_arguments
-from boxmaker.core.wire.messages import UntrustedBy
+from boxmaker.core.wire.broker_admin import UntrustedBy
 
 
 def untrusted_since(by: UntrustedBy) -> str:

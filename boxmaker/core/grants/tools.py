@@ -23,7 +23,7 @@ A row (`Tool`) says everything about one tool that is not its code:
 Everything that lists tools reads `TOOLS` when it is asked, never a copy made at
 import: argument parsing and the canonical form (`core.grants.args`), grant loading
 (`core.grants.loading`), policy, the schemas loopd shows the model
-(`loopd.tools`), the wire's memory calls (`core.wire.messages.MemoryCall`) and the
+(`loopd.tools`), the wire's memory calls (`core.wire.memory.MemoryCall`) and the
 toolkit's request (`sandbox.calls`). So a row added to `TOOLS` (a test adds one
 with `monkeypatch.setitem`) is a tool everywhere at once. A tool is then its row,
 its arguments class and its code; a tool whose code is missing where it runs is

@@ -119,7 +119,7 @@ class Link:
 
 
 def kind_of(message: type[Any]) -> str:
-    """The wire name of a message class of `core.wire.messages` (its `kind` field's one value).
+    """The wire name of a message class of `core.wire` (its `kind` field's one value).
 
     (The table names kinds by these names, not by their classes, so that what reads
     only paths, such as `bxctl audit verify` through `core.home.layout`, loads no pydantic.)"""

@@ -16,14 +16,14 @@ with no request; a second request) is a bug: `MisuseError`, never the peer's err
 from __future__ import annotations
 
 from boxmaker.core.errors import ErrorCode, MisuseError, ProtocolError
-from boxmaker.core.wire.frames import FrameDecoder, encode_frame
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.envelope import (
     Envelope,
     Message,
     decode_envelope,
     encode_answer,
     encode_envelope,
 )
+from boxmaker.core.wire.frames import FrameDecoder, encode_frame
 
 
 class ServerConnection:

@@ -30,15 +30,10 @@ from typing import TypeVar
 import orjson
 
 from boxmaker.core.strict import Strict
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.broker_admin import ApprovalList, PendingApproval
+from boxmaker.core.wire.envelope import Envelope, Message, encode_envelope
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import (
-    ApprovalList,
-    Envelope,
-    Message,
-    PendingApproval,
-    ResultResponse,
-    encode_envelope,
-)
 
 _I = TypeVar("_I", bound=Strict)
 

@@ -14,7 +14,7 @@ from boxmaker.core.grants.model import Grant, GrantProblem, GrantSet, Mode
 from boxmaker.core.grants.tools import ToolName
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
-from boxmaker.core.wire.messages import ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "grants.example"
 NOW = "2026-11-30T12:00:00.000Z"

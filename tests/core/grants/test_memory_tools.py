@@ -24,7 +24,8 @@ from boxmaker.core.grants.tools import (
 )
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
-from boxmaker.core.wire.messages import MemoryCall, ToolRequest
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.memory import MemoryCall
 
 NOW = "2026-11-30T12:00:00.000Z"
 ADD, REPLACE, CONSOLIDATE, NOTE, RECALL = (

@@ -41,7 +41,8 @@ from boxmaker.core.grants.tools import (
 )
 from boxmaker.core.labels import DataClass
 from boxmaker.core.policy import Ask, Decision, Denial, SessionState, decide
-from boxmaker.core.wire.messages import FailedResponse, MemoryCall, ToolRequest
+from boxmaker.core.wire.broker import FailedResponse, ToolRequest
+from boxmaker.core.wire.memory import MemoryCall
 from boxmaker.loopd.tools import BROKER_TOOLS, find_tools
 from boxmaker.memoryd.handlers import MemoryHandlers
 from boxmaker.memoryd.recall import RecallIndex

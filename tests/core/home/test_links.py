@@ -25,7 +25,9 @@ from boxmaker.core.home.links import (
     links_of,
 )
 from boxmaker.core.strict import Strict
-from boxmaker.core.wire.messages import Error, ToolRequest, message_kinds
+from boxmaker.core.wire.broker import ToolRequest
+from boxmaker.core.wire.common import Error
+from boxmaker.core.wire.envelope import message_kinds
 
 ROOT_DIR = Path("/var/lib/boxmaker")
 

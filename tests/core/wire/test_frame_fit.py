@@ -9,9 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker.core.labels import DataClass
+from boxmaker.core.wire.broker import ResultResponse
+from boxmaker.core.wire.broker_admin import ApprovalList, PendingApproval
 from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size, fit_result, page_items
 from boxmaker.core.wire.frames import MAX_FRAME
-from boxmaker.core.wire.messages import ApprovalList, PendingApproval, ResultResponse
 
 ID = "call-1"
 

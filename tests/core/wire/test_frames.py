@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker.core.errors import ErrorCode, FrameTooLargeError, MisuseError, ProtocolError
+from boxmaker.core.wire.envelope import decode_envelope
 from boxmaker.core.wire.frames import MAX_FRAME, FrameDecoder, encode_frame
-from boxmaker.core.wire.messages import decode_envelope
 
 payloads = st.lists(st.binary(min_size=1, max_size=300), max_size=8)
 

@@ -8,13 +8,13 @@ import pytest
 from boxmaker.core.audit.records import ApprovalAnswer
 from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker_admin import PendingApproval
+from boxmaker.core.wire.envelope import decode_envelope
+from boxmaker.core.wire.gateway import (
     ApprovalOutcome,
     ApprovalPosted,
     ApprovalReply,
     ApprovalRequest,
-    PendingApproval,
-    decode_envelope,
 )
 
 OWNER = "owner0000000000000000000aa"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from boxmaker.core.errors import ErrorCode, ProtocolError
-from boxmaker.core.wire.messages import decode_envelope
+from boxmaker.core.wire import envelope
+from boxmaker.core.wire.envelope import decode_envelope
 
 OK_TURN = b'{"id":"t1","final":true,"message":{"kind":"turn","session":"chat-1","text":"hi"}}'
 
@@ -96,3 +99,26 @@ def test_identifier_edges() -> None:
     assert decode_envelope(payload).message.session == longest.decode()  # type: ignore[union-attr]
     dotted = b'{"id":"t1","final":true,"message":{"kind":"turn","session":"a.b:c_d-e","text":"x"}}'
     assert decode_envelope(dotted).message.session == "a.b:c_d-e"  # type: ignore[union-attr]
+
+
+def test_each_union_tag_is_its_members_kind() -> None:
+    # the union is the one list of kinds: a member whose tag is not its own kind would
+    # decode as another's
+    kinds = envelope.message_kinds()
+    assert len(kinds) == len(set(kinds))
+    for tag in kinds:
+        cls = envelope._KINDS[tag]
+        kind = cls.model_fields["kind"].default
+        status = cls.model_fields.get("status")
+        assert tag == (kind if status is None else f"{kind}:{status.default}")
+
+
+def test_the_docstring_table_names_every_kind_once_the_union_knows() -> None:
+    table = (envelope.__doc__ or "").split("request                                  answers")[1]
+    rows = [line.split(None, 1) for line in table.split("\n\n")[0].strip().splitlines()]
+    named = set()
+    for row in rows:
+        for column in row:
+            named |= set(re.findall(r"[a-z_]+", column)) - {"then", "any"}
+    kinds = {tag.split(":")[0] for tag in envelope.message_kinds()}
+    assert named == kinds
