@@ -241,7 +241,7 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
 
     # --- generation speed: loopd against llama-cpp-python on the same prompt ------------
     limits = TurnLimits(max_tool_calls=0, max_tokens=REPLY_TOKENS, reply_tokens=REPLY_TOKENS)
-    loopd = start_loopd(work, model, home=home, limits=limits, chat_format=chat_format)
+    loopd = start_loopd(work, model, home=home, limits=limits, dialect=chat_format)
     stop = {llm.token_eos(), *stop_ids(model, chat_format)}  # what loopd's replies stop at
     loopd_rates: list[float] = []
     raw_rates: list[float] = []
@@ -281,7 +281,7 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
     limits = TurnLimits(
         max_tool_calls=0, max_tokens=PROMPT_REPLY_TOKENS, reply_tokens=PROMPT_REPLY_TOKENS
     )
-    loopd = start_loopd(work, model, home=home, limits=limits, chat_format=chat_format)
+    loopd = start_loopd(work, model, home=home, limits=limits, dialect=chat_format)
     text = long_text(llama)
     loopd_evals: list[tuple[float, float]] = []  # generate call, and sending, to first text
     raw_firsts: list[float] = []
@@ -324,7 +324,7 @@ def run(work: Path, backend: Backend, model_file: Path | None, context: int, rou
 
     # --- switching sessions: a turn of B after A, against a turn of B after B ------------
     limits = TurnLimits(max_tool_calls=0, max_tokens=SWITCH_TOKENS, reply_tokens=SWITCH_TOKENS)
-    loopd = start_loopd(work, model, home=home, limits=limits, chat_format=chat_format)
+    loopd = start_loopd(work, model, home=home, limits=limits, dialect=chat_format)
     after_other: list[tuple[float, int]] = []  # generate call to first text, tokens evaluated
     after_same: list[tuple[float, int]] = []
     try:

@@ -33,6 +33,7 @@ from boxmaker.bxctl.client import BROKERD, LOOPD, MEMORYD
 from boxmaker.bxctl.status_cmd import ask
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.common import StatusReport
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.dialects import self_test
@@ -169,7 +170,9 @@ def main() -> int:
         logs = SessionLogs(Path(tmp) / "direct")
         session = logs.open("bench")
         session.append(UserEntry(text=TEXT))
-        turns = TurnLoop(model, GEMMA, logs, None, TurnLimits(reply_tokens=REPLY_TOKENS))
+        turns = TurnLoop(
+            model, from_format(GEMMA), logs, None, TurnLimits(reply_tokens=REPLY_TOKENS)
+        )
         prompt = turns.prompt(session)
         llm = model._llm  # the same Llama object loopd uses, driven directly
         llm.reset()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from boxmaker.core.model.chat_format import GEMMA, Role
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model import Generation, NoVocabulary
 from boxmaker.loopd.tools import system_prompt
 
 SPECIAL = {
@@ -105,10 +105,8 @@ def demo_reply(prompt: str, workspace: Path) -> str:
     return HELP
 
 
-class DemoModel(CharTokenizer):
+class DemoModel(CharTokenizer, NoVocabulary):
     """The `Model` loopd's turn loop needs, writing `demo_reply` instead of thinking."""
-
-    chat_template: str | None = None
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace

@@ -26,7 +26,6 @@ from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.chat_format import KNOWN_FORMATS, ChatFormat, format_for, missing_markers
 from boxmaker.core.model.dialect import Dialect, from_format, from_template
-from boxmaker.core.model.named_templates import ChosenTemplate
 from boxmaker.core.model.template_prompt import TemplatePrompt, TemplateUnusableError
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.runbook import Runbook
@@ -74,9 +73,9 @@ def template_prompt(config: LoopdConfig, model: Model, source: str) -> TemplateP
     """The model's own template as loopd's prompt renderer; TemplateError if it cannot be."""
     return TemplatePrompt(
         WorkerTemplate(source),  # compiled and rendered in the bounded child (ipc.template_worker)
-        bos=getattr(model, "bos_text", ""),
-        eos=getattr(model, "eos_text", ""),
-        add_bos=getattr(model, "add_bos", False),
+        bos=model.bos_text,
+        eos=model.eos_text,
+        add_bos=model.add_bos,
         tools=list(TOOL_SCHEMAS),
         now=lambda: datetime.now(UTC),
         thinking=config.model.thinking,
@@ -94,15 +93,14 @@ def is_marker(model: Model, text: str) -> bool:
 
 def marker_texts(model: Model) -> tuple[str, ...]:
     """The vocabulary's marker list as texts (the model's, where it has one)."""
-    markers = getattr(model, "markers", ())
-    return tuple(getattr(m, "text", m) for m in markers)
+    return tuple(m.text for m in model.markers)
 
 
 def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
     """The dialect and one line saying why it was chosen (see the module docstring)."""
     source = model.chat_template
     if config.model.template == "auto" and source is not None:
-        choice = chosen_template(model)
+        choice = model.template_choice
         # the file's names and the template's words are data: escaped, on one line
         named = f" {escape_arguments(choice.describe())}" if choice is not None else ""
         try:
@@ -120,7 +118,7 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
         else:
             dialect = from_template(
                 prompt,
-                getattr(model, "eos_text", ""),
+                model.eos_text,
                 partial(is_marker, model),
                 marker_texts(model),
             )
@@ -131,13 +129,6 @@ def choose_dialect(config: LoopdConfig, model: Model) -> tuple[Dialect, str]:
     chosen = choose_format(config, model)
     why = "named in [model] template" if config.model.template != "auto" else "no template"
     return from_format(chosen), f"the {chosen.name} format ({why})"
-
-
-def chosen_template(model: Model) -> ChosenTemplate | None:
-    """Which of the file's templates `model.chat_template` is, where the model says
-    (`LlamaModel` and the model check's vocabulary do; a scripted model does not)."""
-    choice = getattr(model, "template_choice", None)
-    return choice if isinstance(choice, ChosenTemplate) else None
 
 
 def self_test(model: Model, dialect: _Marked) -> list[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import StartupError
-from boxmaker.core.model.chat_format import GEMMA, ChatFormat
+from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.dialect import Dialect, from_format
 from boxmaker.ipc.role import CommandLine
 from boxmaker.ipc.shell import serve_daemon
@@ -51,9 +51,9 @@ from boxmaker.loopd.startup import (
 def serve(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM. `probe_argv` replaces the probe child's command (tests)."""
     loaded = start_model(config, probe_argv)
-    detail = status_detail(config, loaded.model.adapter, loaded.chat_format.name, loaded.placed)
-    limits = turn_limits(config, loaded.fit.context, reasons(loaded.chat_format))
-    daemon = Loopd(config, loaded.model, loaded.chat_format, limits, detail)
+    detail = status_detail(config, loaded.model.adapter, loaded.dialect.name, loaded.placed)
+    limits = turn_limits(config, loaded.fit.context, reasons(loaded.dialect))
+    daemon = Loopd(config, loaded.model, loaded.dialect, limits, detail)
     return serve_daemon(daemon, daemon.serving())
 
 
@@ -75,9 +75,8 @@ REASONING_REPLY_TOKENS = 16_384
 PLAIN_REPLY_TOKENS = 1_024
 
 
-def reasons(chat_format: ChatFormat | Dialect) -> bool:
+def reasons(dialect: Dialect) -> bool:
     """Whether the model writes reasoning: its dialect has reasoning markers."""
-    dialect = chat_format if isinstance(chat_format, Dialect) else from_format(chat_format)
     return dialect.reasoning is not None
 
 
@@ -127,7 +126,9 @@ def demo(config: LoopdConfig, socket_path: Path, workspace: Path) -> int:
         reply_tokens=64_000,
         repeat_check_tokens=64_000,
     )
-    daemon = Loopd(config, model, GEMMA, limits, detail, socket_path=socket_path, memory=False)
+    daemon = Loopd(
+        config, model, from_format(GEMMA), limits, detail, socket_path=socket_path, memory=False
+    )
     return serve_daemon(daemon, daemon.serving())
 
 

@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from boxmaker.core.model.chat_format import ChatFormat
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.marker_shapes import is_marker_shaped
 from boxmaker.core.sanitize import neutralise
@@ -181,10 +180,10 @@ def _user_defined_reasons(
     return reasons
 
 
-def format_markers(chat_format: ChatFormat | Dialect) -> list[str]:
-    """The chat format's own markers (`ChatFormat.markers`: begin of text, open and
-    close of a turn, role and header markers where the format has them, stops)."""
-    return list(chat_format.markers)
+def format_markers(dialect: Dialect) -> list[str]:
+    """The dialect's own markers (`Dialect.markers`: begin of text, open and close of a
+    turn, role and header markers where the format has them, stops)."""
+    return list(dialect.markers)
 
 
 def check_markers(

@@ -58,7 +58,16 @@ from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import LoadLog, load_llama
 from boxmaker.loopd.markers import LlamaVocabulary, Marker, build_markers, plain_user_defined
 
-__all__ = ["ContextFullError", "Generation", "LlamaModel", "Model", "Sampling"]
+__all__ = [
+    "ContextFullError",
+    "Generation",
+    "LlamaModel",
+    "Model",
+    "NoVocabulary",
+    "Sampling",
+    "Vocabulary",
+    "Wrapping",
+]
 
 log = logging.getLogger(__name__)
 # llama-cpp-python's own defaults: nothing on a GPU, as before loopd had the keys
@@ -88,13 +97,38 @@ class Generation:
     finished: bool  # False when max_tokens ended it
 
 
-class Model(Protocol):
-    chat_template: str | None
+class Vocabulary(Protocol):
+    """What loopd reads of a model's vocabulary to choose and render its dialect
+    (`loopd.dialects`) and to neutralise (`loopd.serve.markers_of`): its template, its
+    begin and end texts, whether the tokenizer adds the begin token, its marker list
+    (`loopd.markers`), and which of the file's templates it renders. A model with no
+    vocabulary of its own (the demo, a scripted one) takes `NoVocabulary`'s parts; one
+    that wraps another, `Wrapping`'s."""
+
+    @property
+    def chat_template(self) -> str | None: ...
+
+    @property
+    def bos_text(self) -> str: ...
+
+    @property
+    def eos_text(self) -> str: ...
+
+    @property
+    def add_bos(self) -> bool: ...
+
+    @property
+    def markers(self) -> tuple[Marker, ...]: ...
+
+    @property
+    def template_choice(self) -> ChosenTemplate | None: ...
 
     def tokenize(self, text: str, *, special: bool) -> list[int]: ...
 
     def detokenize(self, ids: Sequence[int]) -> str: ...
 
+
+class Model(Vocabulary, Protocol):
     def generate(
         self,
         session: str,
@@ -107,6 +141,54 @@ class Model(Protocol):
         """Generate a reply to `prompt`, calling `on_text` with its text as it comes:
         each piece complete UTF-8, all of them together exactly `Generation.text`."""
         ...
+
+
+class NoVocabulary:
+    """`Vocabulary`'s parts for a model with none of its own: no template, no begin or
+    end text, no marker list (so neutralising uses the dialect's markers)."""
+
+    chat_template: str | None = None
+    bos_text = ""
+    eos_text = ""
+    add_bos = False
+    markers: tuple[Marker, ...] = ()
+    template_choice: ChosenTemplate | None = None
+
+
+class Wrapping:
+    """`Vocabulary`'s parts for a model that wraps another, `inner`: all of them its."""
+
+    inner: Model
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.inner.chat_template
+
+    @property
+    def bos_text(self) -> str:
+        return self.inner.bos_text
+
+    @property
+    def eos_text(self) -> str:
+        return self.inner.eos_text
+
+    @property
+    def add_bos(self) -> bool:
+        return self.inner.add_bos
+
+    @property
+    def markers(self) -> tuple[Marker, ...]:
+        return self.inner.markers
+
+    @property
+    def template_choice(self) -> ChosenTemplate | None:
+        return self.inner.template_choice
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        return self.inner.tokenize(text, special=special)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.inner.detokenize(ids)
 
 
 class LlamaModel:

@@ -46,7 +46,6 @@ from pathlib import Path
 
 from boxmaker.core.errors import ErrorCode, ProtocolError
 from boxmaker.core.home.links import LOOP, Link, Role
-from boxmaker.core.model.chat_format import ChatFormat
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.wire.common import Status
@@ -68,7 +67,7 @@ from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_port import MemoryPort
-from boxmaker.loopd.model import LlamaModel, Model
+from boxmaker.loopd.model import Model
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.session_view import NoSuchSessionError, SessionView, page_summaries
 from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
@@ -79,13 +78,13 @@ CAP = 64  # turns share one model: more at once would only wait
 BACKLOG = 16
 
 
-def markers_of(model: Model, chat_format: ChatFormat | Dialect) -> tuple[str, ...]:
+def markers_of(model: Model, dialect: Dialect) -> tuple[str, ...]:
     """What the turn loop neutralises besides the dialect's own tags: the loaded model's
     marker list (`loopd.markers`), or the chat format's markers for a model that has
     no list (the demo's, a test's scripted one), so that neutralising is never off."""
-    if isinstance(model, LlamaModel):
+    if model.markers:
         return tuple(marker.text for marker in model.markers)
-    return tuple(chat_format.markers)
+    return tuple(dialect.markers)
 
 
 class Loopd:
@@ -95,7 +94,7 @@ class Loopd:
         self,
         config: LoopdConfig,
         model: Model,
-        chat_format: ChatFormat | Dialect,
+        dialect: Dialect,
         limits: TurnLimits,
         detail: str,
         *,
@@ -106,17 +105,17 @@ class Loopd:
         """`detail` is what `status` says of the model; `socket_path` (None: `[sockets]
         loop`) where it serves; `memory` false: no memory port, whatever `[memory]`
         says (the demo); `clock` the turn loop's."""
-        self.chat_format = chat_format
+        self.dialect = dialect
         self.port = _broker_port(config)
         self.memory = _memory_port(config) if memory else None
         self.turns = TurnLoop(
             model,
-            chat_format,
+            dialect,
             SessionLogs(config.home),
             self.port,
             limits,
             clock,
-            markers=markers_of(model, chat_format),
+            markers=markers_of(model, dialect),
             memory=self.memory,
         )
         self.path = config.loop_socket if socket_path is None else socket_path
@@ -130,7 +129,7 @@ class Loopd:
         """The fields of its `event=serving` line."""
         port = None if self.port is None else self.port.path
         memory = None if self.memory is None else self.memory.path
-        return f"loop={self.path} broker={port} memory={memory} format={self.chat_format.name}"
+        return f"loop={self.path} broker={port} memory={memory} format={self.dialect.name}"
 
     def start(self) -> None:
         self.sockets.start(self.server.handlers())

@@ -40,7 +40,6 @@ from functools import partial
 from pathlib import Path
 
 from boxmaker.core.errors import StartupError
-from boxmaker.core.model.chat_format import ChatFormat
 from boxmaker.core.model.context_fit import ContextFit, ContextFitError, fit_context
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.offload import Offload
@@ -85,7 +84,7 @@ class Loaded:
     """The model `start_model` loaded and checked, and what loopd serves it with."""
 
     model: LlamaModel
-    chat_format: ChatFormat | Dialect
+    dialect: Dialect
     fit: ContextFit  # the context it resolved
     placed: str  # where the model runs, as `event=model_placed` said
 
@@ -104,22 +103,22 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
     placed = placement(backend, offload, model.offloaded)
     log.info("event=model_placed %s", placed)
     log.info("event=adapter %s", describe_adapter(model.adapter))
-    chat_format, chosen = choose_dialect(config, model)
-    model.show(chat_format.shown)
-    log.info("event=dialect %s syntax=%s", chosen, chat_format.syntax)
-    problems = self_test(model, chat_format)
+    dialect, chosen = choose_dialect(config, model)
+    model.show(dialect.shown)
+    log.info("event=dialect %s syntax=%s", chosen, dialect.syntax)
+    problems = self_test(model, dialect)
     if problems:
         raise StartupError(f"self-test failed: {'; '.join(problems)}; {SELFTEST_POINTER}")
     if tags is None:
         log.info("event=markers_remembered %s", record_path(config.home, TAGS_RECORD))
-        check_required_tags(model, chat_format)
+        check_required_tags(model, dialect)
     else:
-        check_tags(model, chat_format, tags)
+        check_tags(model, dialect, tags)
         try:
             remember(config.home, tags_passed, len(model.markers), 0.0, TAGS_RECORD)
         except OSError as exc:  # the next start checks again: slower, never weaker
             log.warning("event=tags_not_remembered %s", exc)
-    return Loaded(model, chat_format, fit, placed)
+    return Loaded(model, dialect, fit, placed)
 
 
 TagCheck = Future[tuple[tuple[Marker, ...], list[str]]]
@@ -144,13 +143,11 @@ def start_tag_check(config: LoopdConfig) -> TagCheck:
         pool.shutdown(wait=False)
 
 
-def check_tags(
-    model: LlamaModel, chat_format: ChatFormat | Dialect, started: TagCheck | None = None
-) -> None:
+def check_tags(model: LlamaModel, dialect: Dialect, started: TagCheck | None = None) -> None:
     """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
     one line naming the first few problems, when it fails. With `started`, its heavy
     part is the one `start_tag_check` ran, for the same markers as the model's."""
-    required = format_markers(chat_format)
+    required = format_markers(dialect)
     if started is None:
         problems = check_markers(model, model.markers, required, model.plain_tokens)
     else:
@@ -183,10 +180,10 @@ def check_marker_list(config: LoopdConfig) -> int:
     return len(markers)
 
 
-def check_required_tags(model: LlamaModel, chat_format: ChatFormat | Dialect) -> None:
+def check_required_tags(model: LlamaModel, dialect: Dialect) -> None:
     """The cheap part of the marker self-test, for a start whose heavy part is remembered
     (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
-    problems = unlisted(model.markers, format_markers(chat_format))
+    problems = unlisted(model.markers, format_markers(dialect))
     if problems:
         raise StartupError(f"marker self-test failed: {'; '.join(problems[:3])}; {TAGS_POINTER}")
 

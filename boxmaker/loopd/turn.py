@@ -65,8 +65,7 @@ from datetime import UTC, datetime
 
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import BoxmakerError, ErrorCode
-from boxmaker.core.model.chat_format import ChatFormat
-from boxmaker.core.model.dialect import Dialect, from_format
+from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
 from boxmaker.core.runbook import Runbook
@@ -105,7 +104,7 @@ class TurnLoop:
     def __init__(
         self,
         model: Model,
-        chat_format: ChatFormat | Dialect,
+        dialect: Dialect,
         logs: SessionLogs,
         port: BrokerPort | None,
         limits: TurnLimits,
@@ -115,7 +114,6 @@ class TurnLoop:
         memory: MemoryPort | None = None,
     ) -> None:
         self._model = model
-        dialect = chat_format if isinstance(chat_format, Dialect) else from_format(chat_format)
         self._dialect = dialect
         self._logs = logs
         self._memory = memory

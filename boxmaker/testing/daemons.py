@@ -57,8 +57,8 @@ from boxmaker.brokerd.serve import Brokerd
 from boxmaker.core.audit.records import AuditRecord
 from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.home.layout import Home
-from boxmaker.core.model.chat_format import GEMMA, ChatFormat
-from boxmaker.core.model.dialect import Dialect
+from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import Dialect, from_format
 from boxmaker.core.timestamps import format_timestamp
 from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.wire.envelope import Envelope, Message
@@ -156,6 +156,7 @@ class Stoppable(Protocol):
 
 D = TypeVar("D", bound=Stoppable)
 P = ParamSpec("P")
+GEMMA_DIALECT = from_format(GEMMA)  # the embedded model's, what a started loopd speaks unless told
 
 
 def running(start: Callable[P, D]) -> Callable[P, AbstractContextManager[D]]:
@@ -350,7 +351,7 @@ def start_loopd(
     broker_socket: Path | None = None,
     timeout_ms: int = 120_000,
     limits: TurnLimits | None = None,
-    chat_format: ChatFormat | Dialect = GEMMA,
+    dialect: Dialect = GEMMA_DIALECT,
     clock: Callable[[], datetime] | None = None,
     memory_socket: Path | None = None,
 ) -> InProcessLoopd:
@@ -371,9 +372,9 @@ def start_loopd(
     daemon = Loopd(
         config,
         model,
-        chat_format,
+        dialect,
         limits if limits is not None else TurnLimits(),
-        f"in-process loopd, format {chat_format.name}",
+        f"in-process loopd, format {dialect.name}",
         clock=clock if clock is not None else _now,
     )
     daemon.start()

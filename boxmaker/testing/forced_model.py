@@ -13,22 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from boxmaker.loopd.model import Generation, LlamaModel
+from boxmaker.loopd.model import Generation, LlamaModel, Wrapping
 
 
-class ForcedModel:
+class ForcedModel(Wrapping):
+    inner: LlamaModel  # its own llama, for `_spelled`
+
     def __init__(self, model: LlamaModel, force: Callable[[str], str | None]) -> None:
         self.inner = model
         self.force = force
-        self.chat_template = model.chat_template
         self.forced = 0  # replies written for the model
         self.prompts: list[list[int]] = []
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.inner.tokenize(text, special=special)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.inner.detokenize(ids)
 
     def _spelled(self, ids: Sequence[int]) -> str:
         """The text of `ids` with special tokens spelled (`<start_of_turn>`), as `force`

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from boxmaker.loopd.model import Generation, Model
+from boxmaker.loopd.model import Generation, Model, Wrapping
 
 
 @dataclass(frozen=True)
@@ -25,20 +25,13 @@ class Recorded:
     texts: tuple[str, ...] = ()  # every piece of text handed to on_text, in order
 
 
-class RecordingModel:
+class RecordingModel(Wrapping):
     """`inner`, with every `generate` recorded in `calls` (thread-safe)."""
 
     def __init__(self, inner: Model) -> None:
         self.inner = inner
-        self.chat_template = inner.chat_template
         self.calls: list[Recorded] = []
         self._lock = threading.Lock()
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.inner.tokenize(text, special=special)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.inner.detokenize(ids)
 
     def generate(
         self,

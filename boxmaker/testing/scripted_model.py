@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 
 from boxmaker.core.wire.loop import ContentEvent, Event
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model import Generation, NoVocabulary
 
 __all__ = ["OFFSET", "SPECIAL", "ScriptedModel", "merge_content"]
 
 Reply = str | Callable[[str], str]
 
 
-class ScriptedModel(CharTokenizer):
+class ScriptedModel(CharTokenizer, NoVocabulary):
     def __init__(self, replies: Sequence[Reply] = (), chat_template: str | None = None) -> None:
         self.replies: list[Reply] = list(replies)
         self.chat_template = chat_template

@@ -26,6 +26,7 @@ from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.grants.decisions import AskRecord
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.core.wire.broker_admin import (
     ApprovalList,
@@ -104,7 +105,7 @@ def test_an_injected_read_makes_the_next_write_ask_and_the_record_names_the_rule
     )
     loop = TurnLoop(
         model,
-        GEMMA,
+        from_format(GEMMA),
         SessionLogs(brokerd.home),
         BrokerPort(Home(brokerd.home).broker_socket, 10_000),
         TurnLimits(),

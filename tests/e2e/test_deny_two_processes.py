@@ -19,6 +19,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import DeniedRecord, DenyReason
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.loop import Event, ToolDeniedEvent, ToolResultEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
@@ -57,7 +58,7 @@ def test_a_call_with_no_grant_is_denied_audited_once_and_explained_to_the_model(
             brokerd.wait_serving([Home(home).broker_socket, Home(home).admin_socket])
             loop = TurnLoop(
                 model,
-                GEMMA,
+                from_format(GEMMA),
                 SessionLogs(home),
                 BrokerPort(Home(home).broker_socket, 10_000),
                 TurnLimits(),

@@ -119,7 +119,7 @@ def run_session(tmp_path: Path, notes: Path) -> None:
             home=home,
             broker_socket=place.broker_socket,
             limits=limits,
-            chat_format=dialect,
+            dialect=dialect,
         )
         compactions: list[ContextCompactedEvent] = []
         results: list[ToolResultEvent] = []
@@ -156,7 +156,7 @@ def run_session(tmp_path: Path, notes: Path) -> None:
             home=home,
             broker_socket=place.broker_socket,
             limits=limits,
-            chat_format=dialect,
+            dialect=dialect,
         )
         try:
             assert loopd.daemon.turns.prompt(SessionLogs(home).open(SESSION)) == before_restart

@@ -26,6 +26,7 @@ from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.policy import SessionState
 from boxmaker.core.wire.loop import Event, TurnDone
 from boxmaker.loopd.broker_port import BrokerPort
@@ -50,7 +51,7 @@ def call_tool(tool: str, arguments: dict[str, object]) -> str:
 def turn(home: Path, session: str, model: ScriptedModel, text: str) -> tuple[TurnDone, list[Event]]:
     loop = TurnLoop(
         model,
-        GEMMA,
+        from_format(GEMMA),
         SessionLogs(home),
         BrokerPort(Home(home).broker_socket, 10_000),
         TurnLimits(),

@@ -29,6 +29,7 @@ from boxmaker.core.model.compaction_plan import (
     plan,
     spans,
 )
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.core.wire.loop import ContextCompactedEvent, Event, ToolCallStartedEvent
 from boxmaker.loopd.broker_port import BrokerPort
@@ -79,7 +80,7 @@ class Owner:
 
     def loop(self, model: ScriptedModel, limits: TurnLimits = LIMITS) -> TurnLoop:
         port = BrokerPort(self.broker_socket, 5_000)
-        return TurnLoop(model, GEMMA, self.logs, port, limits, lambda: NOW)
+        return TurnLoop(model, from_format(GEMMA), self.logs, port, limits, lambda: NOW)
 
     def lines(self, session: str = "s") -> list[dict[str, object]]:
         path = self.logs.path(session)
@@ -285,7 +286,7 @@ def test_a_summary_in_an_untrusted_session_is_neutralised_and_stays_untrusted(
         model = ScriptedModel([reply] * 500)
         loop = TurnLoop(
             model,
-            GEMMA,
+            from_format(GEMMA),
             owner.logs,
             BrokerPort(owner.broker_socket, 5_000),
             LIMITS,

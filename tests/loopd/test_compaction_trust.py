@@ -18,6 +18,7 @@ from boxmaker.core.audit.records import DecisionEvent
 from boxmaker.core.grants.decisions import AskRecord
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.compaction_plan import MEMORY_CHANCE, SUMMARY_INSTRUCTION
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.broker_admin import Refuse
 from boxmaker.core.wire.loop import ApprovalPendingEvent, ContextCompactedEvent, Event
 from boxmaker.loopd.broker_port import BrokerPort
@@ -62,7 +63,7 @@ def test_a_compacted_untrusted_session_stays_untrusted_and_its_next_write_asks(
     with running_brokerd(tmp_path, grants_dir=grants) as brokerd:
         port = BrokerPort(brokerd.broker_socket, 10_000)
         model = ScriptedModel([reply] * 200)
-        loop = TurnLoop(model, GEMMA, SessionLogs(brokerd.home), port, LIMITS)
+        loop = TurnLoop(model, from_format(GEMMA), SessionLogs(brokerd.home), port, LIMITS)
         events: list[Event] = []
         loop.run(SESSION, "read the page", False, events.append)
         assert SessionStore(brokerd.home).read(SESSION).untrusted

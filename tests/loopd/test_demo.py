@@ -19,6 +19,7 @@ import pytest
 from boxmaker.core.home.layout import Home
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
 from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.core.wire.loop import ApprovalPendingEvent, ContentEvent, Event, ToolCallStartedEvent
@@ -101,7 +102,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
 def turn(home: Path, text: str, session: str) -> tuple[str, list[Event]]:
     loop = TurnLoop(
         DemoModel(WORKSPACE),
-        GEMMA,
+        from_format(GEMMA),
         SessionLogs(home),
         BrokerPort(Home(home).broker_socket, 5_000),
         TurnLimits(),

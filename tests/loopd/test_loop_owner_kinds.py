@@ -34,6 +34,7 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.home.links import LOOP
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.compaction_plan import SUMMARY_INSTRUCTION
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.common import Error, Status, StatusReport
 from boxmaker.core.wire.connection import ClientConnection
 from boxmaker.core.wire.envelope import Envelope, Message, decode_envelope
@@ -147,7 +148,9 @@ def served() -> Iterator[Served]:
             sockets=SocketsSection(group_access=True, owner_user=OWNER),
         )
         model = ScriptedModel([reply] * 50)
-        daemon = Loopd(config, model, GEMMA, LIMITS, "peers test", clock=lambda: datetime.now(UTC))
+        daemon = Loopd(
+            config, model, from_format(GEMMA), LIMITS, "peers test", clock=lambda: datetime.now(UTC)
+        )
         daemon.start()
         uids = {user: pwd.getpwnam(user).pw_uid for user in USERS}
         served = Served(daemon.path, uids)

@@ -196,7 +196,7 @@ def test_a_replys_budget_is_sized_to_the_model(
 
 def test_whether_a_model_reasons_comes_from_its_dialect() -> None:
     gemma = from_format(GEMMA)
-    assert not reasons(GEMMA)
+    assert not reasons(from_format(GEMMA))
     assert not reasons(gemma)
     assert reasons(replace(gemma, reasoning=ReasoningMarkers("<think>", "</think>")))
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.markers import (
     LOOKALIKES,
@@ -142,12 +143,12 @@ def test_the_embedded_model_lists_its_format_and_image_markers(
     vocab = _load(EMBEDDED, request)
     markers = build_markers(vocab)
     texts = {m.text for m in markers}
-    assert set(format_markers(GEMMA)) <= texts
+    assert set(format_markers(from_format(GEMMA))) <= texts
     assert {_angle("start_of_image"), _angle("end_of_image"), "[multimodal]"} <= texts
     plain = set(plain_user_defined(vocab, markers))
     assert {_angle("table"), _angle("code"), "\n\n", "  "} <= plain
     assert not plain & texts
-    assert check_markers(vocab, markers, format_markers(GEMMA), plain) == []
+    assert check_markers(vocab, markers, format_markers(from_format(GEMMA)), plain) == []
 
 
 def _by_text(markers: tuple[Marker, ...]) -> dict[str, Any]:

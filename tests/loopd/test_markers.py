@@ -10,6 +10,7 @@ import pytest
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.sanitize import neutralise
 from boxmaker.loopd.markers import (
     CONTROL,
@@ -164,7 +165,7 @@ def test_the_self_test_fails_on_a_vocabulary_built_to_fail() -> None:
 
 def test_the_self_test_fails_when_a_format_marker_is_missing() -> None:
     vocab = FakeVocabulary([(BOS, CONTROL), (TURN_OPEN, CONTROL)])
-    problems = check_markers(vocab, build_markers(vocab), format_markers(GEMMA))
+    problems = check_markers(vocab, build_markers(vocab), format_markers(from_format(GEMMA)))
     missing = [m for m in GEMMA.markers if m not in (BOS, TURN_OPEN)]
     assert missing
     assert problems == [
@@ -218,7 +219,7 @@ class _FakeLoaded:
 def test_loopd_refuses_to_start_on_a_vocabulary_built_to_fail() -> None:
     loaded = cast(LlamaModel, _FakeLoaded(_vocabulary(fold=True)))
     with pytest.raises(StartupError) as raised:
-        check_tags(loaded, GEMMA)
+        check_tags(loaded, from_format(GEMMA))
     message = str(raised.value)
     assert message.startswith("marker self-test failed: ")
     assert message.endswith("see runbook.md#loopd-tags-unexpected")
@@ -229,7 +230,7 @@ def test_loopd_starts_on_an_honest_vocabulary() -> None:
     vocab = FakeVocabulary(
         [(m, CONTROL) for m in GEMMA.markers] + [(IMAGE, USER_DEFINED), (TABLE, USER_DEFINED)]
     )
-    check_tags(cast(LlamaModel, _FakeLoaded(vocab)), GEMMA)
+    check_tags(cast(LlamaModel, _FakeLoaded(vocab)), from_format(GEMMA))
 
 
 def test_tags_lines_escape_the_text_as_data() -> None:

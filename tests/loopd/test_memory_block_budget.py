@@ -22,6 +22,7 @@ import tomli_w
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.memory import BlockSpan, MemoryBlock, MemoryBlockReply
 from boxmaker.loopd.config import load_config
@@ -53,7 +54,7 @@ class Place:
     def loop(self, model: ScriptedModel, limits: TurnLimits) -> TurnLoop:
         port = MemoryPort(self.layout.loop_memory_socket, 10_000)
         logs = SessionLogs(self.home)
-        return TurnLoop(model, GEMMA, logs, None, limits, markers=MARKERS, memory=port)
+        return TurnLoop(model, from_format(GEMMA), logs, None, limits, markers=MARKERS, memory=port)
 
     def write(self, name: str, entries: list[Entry]) -> None:
         (self.layout.memory / name).write_bytes(render_entries(entries))

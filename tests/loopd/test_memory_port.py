@@ -73,7 +73,9 @@ class Place:
     ) -> TurnLoop:
         port = MemoryPort(self.memory_socket, timeout_ms) if memory else None
         logs = SessionLogs(self.home)
-        return TurnLoop(model, chat, logs, None, TurnLimits(), markers=MARKERS, memory=port)
+        return TurnLoop(
+            model, from_format(chat), logs, None, TurnLimits(), markers=MARKERS, memory=port
+        )
 
     def write_soul(self, text: str) -> None:
         self.layout.memory.mkdir(mode=0o700, parents=True, exist_ok=True)

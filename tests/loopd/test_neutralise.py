@@ -22,6 +22,7 @@ import pytest
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import CHATML, GEMMA, ChatFormat
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.broker import ResultResponse
 from boxmaker.core.wire.loop import Event, ToolResultEvent
@@ -61,7 +62,9 @@ class Place:
     ) -> TurnLoop:
         port = BrokerPort(self.broker_socket, 5_000)
         logs = SessionLogs(self.home)
-        return TurnLoop(model, chat, logs, port, TurnLimits(), lambda: NOW, markers=markers)
+        return TurnLoop(
+            model, from_format(chat), logs, port, TurnLimits(), lambda: NOW, markers=markers
+        )
 
     def log_path(self, session: str) -> Path:
         return self.home / "loop" / "sessions" / f"{session}.jsonl"

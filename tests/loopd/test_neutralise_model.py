@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -21,12 +21,20 @@ import pytest
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.sanitize import neutralise
 from boxmaker.core.wire.broker import ResultResponse
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
-from boxmaker.loopd.model import Generation, LlamaModel, Model, Sampling, embedded_model_path
+from boxmaker.loopd.model import (
+    Generation,
+    LlamaModel,
+    Model,
+    Sampling,
+    Wrapping,
+    embedded_model_path,
+)
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
@@ -62,21 +70,14 @@ def home(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(made.parent)
 
 
-class FirstReplyScripted:
+class FirstReplyScripted(Wrapping):
     """The real model, except that its first reply is `first`, as if it had written it
     (streamed whole, its ids the real tokenizer's): the 270M base model does not call
     tools on request, and a tool result reaches the log only through a tool call."""
 
     def __init__(self, inner: Model, first: str) -> None:
         self.inner = inner
-        self.chat_template = inner.chat_template
         self._first: str | None = first
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        return self.inner.tokenize(text, special=special)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.inner.detokenize(ids)
 
     def generate(
         self,
@@ -126,7 +127,7 @@ def test_tags_in_owner_text_and_a_tool_result_reach_the_model_as_ordinary_tokens
     model = RecordingModel(FirstReplyScripted(llama, CALL))
     broker_socket = layout.Home(home).broker_socket
     port = BrokerPort(broker_socket, 60_000)
-    loop = TurnLoop(model, GEMMA, SessionLogs(home), port, LIMITS, markers=markers)
+    loop = TurnLoop(model, from_format(GEMMA), SessionLogs(home), port, LIMITS, markers=markers)
     result = ResultResponse(
         content=RESULT, class_=DataClass.PUBLIC, untrusted=True, truncated=False
     )

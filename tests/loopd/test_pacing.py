@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.pacing import Paced
@@ -140,7 +141,7 @@ def test_the_texts_sent_are_the_texts_given_in_order(
 def test_the_turn_loop_paces_a_fast_model(tmp_path: Path) -> None:
     # the scripted model writes a character at a time, far inside the interval
     model = ScriptedModel(["Hello, owner."])
-    loop = TurnLoop(model, GEMMA, SessionLogs(tmp_path), None, TurnLimits())
+    loop = TurnLoop(model, from_format(GEMMA), SessionLogs(tmp_path), None, TurnLimits())
     events: list[Event] = []
     done = loop.run("s", "hi", False, events.append)
     contents = [e.text for e in events if isinstance(e, ContentEvent)]

@@ -21,6 +21,7 @@ from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.broker import DeniedResponse, ResultResponse
 from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
@@ -102,7 +103,12 @@ class Home:
     ) -> TurnLoop:
         port = BrokerPort(self.broker_socket, 5_000) if broker else None
         return TurnLoop(
-            model, GEMMA, self.logs, port, limits or TurnLimits(stream_interval_s=0), clock
+            model,
+            from_format(GEMMA),
+            self.logs,
+            port,
+            limits or TurnLimits(stream_interval_s=0),
+            clock,
         )
 
     def broker(self, script: Script) -> ScriptedServer:

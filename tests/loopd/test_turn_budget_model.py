@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.loop import TurnDone
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import PLAIN_REPLY_TOKENS, reasons, turn_limits
@@ -31,7 +32,7 @@ def test_the_embedded_models_reply_ends_within_a_minute(tmp_path: Path) -> None:
     home = tmp_path / "model-home"
     config = load_config(None, {"BOXMAKER_HOME": str(home)})
     assert config.model.max_tokens == 0  # the default: sized to the model
-    limits = turn_limits(config, CONTEXT, reasons(GEMMA))
+    limits = turn_limits(config, CONTEXT, reasons(from_format(GEMMA)))
     assert limits.reply_tokens == PLAIN_REPLY_TOKENS
     llama = LlamaModel(
         embedded_model_path(home), context=CONTEXT, threads=2, seed=1234, sampling=Sampling()

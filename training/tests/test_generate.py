@@ -15,8 +15,9 @@ from boxmaker.core.grants.deny_reasons import DenyReason
 from boxmaker.core.grants.tools import TOOLS, ToolName
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.dialect import from_format
 from boxmaker.core.model.tool_calls import ToolCall, parse_reply
-from boxmaker.core.wire.messages import (
+from boxmaker.core.wire.broker import (
     DeniedResponse,
     FailedResponse,
     PendingApprovalResponse,
@@ -211,7 +212,9 @@ def test_prompts_are_what_the_real_turn_loop_renders(category: str, tmp_path: Pa
     replies = _model_texts(example)
     model = ScriptedModel(list(replies))
     port = _Port(example["calls"])
-    loop = TurnLoop(model, GEMMA, SessionLogs(tmp_path), port, TurnLimits(), markers=GEMMA.markers)  # type: ignore[arg-type]
+    dialect = from_format(GEMMA)
+    logs = SessionLogs(tmp_path)
+    loop = TurnLoop(model, dialect, logs, port, TurnLimits(), markers=GEMMA.markers)  # type: ignore[arg-type]
     first_user = example["segments"][3]["text"]
     system = prompting().system + "\n\n"
     assert first_user == system  # the system text opens the first user turn
