@@ -18,7 +18,7 @@ import orjson
 
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.grants.tools import TOOLS
-from boxmaker.core.model.tool_calls import CallSyntax
+from boxmaker.core.model.tool_calls import CallSyntax, SyntaxRow, row_of
 
 CORE_TOOLS = ("clock", "find_tool", "call_tool")
 
@@ -94,31 +94,6 @@ class _CallSchemas(Mapping[str, dict[str, Any]]):
 
 SCHEMAS: Mapping[str, dict[str, Any]] = _CallSchemas()
 
-_PATH = "/home/owner/notes/todo.md"
-# How a model is shown a call in its own syntax, where its prompt does not show it
-EXAMPLES: dict[CallSyntax, str] = {
-    CallSyntax.BARE_JSON: "reply with only a JSON object, for example: "
-    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
-    + _PATH
-    + '"}}}',
-    CallSyntax.TAGGED_JSON: "write <tool_call>"
-    '{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
-    + _PATH
-    + '"}}}'
-    "</tool_call>",
-    CallSyntax.XML: "write <tool_call>\n<function=call_tool>\n<parameter=name>\nread_file\n"
-    '</parameter>\n<parameter=arguments>\n{"path": "' + _PATH + '"}\n</parameter>\n'
-    "</function>\n</tool_call>",
-    CallSyntax.LLAMA3_JSON: "reply with only a JSON object, for example: "
-    '{"name": "call_tool", "parameters": {"name": "read_file", "arguments": {"path": "'
-    + _PATH
-    + '"}}}',
-    CallSyntax.MISTRAL: "write [TOOL_CALLS]"
-    '[{"name": "call_tool", "arguments": {"name": "read_file", "arguments": {"path": "'
-    + _PATH
-    + '"}}}]',
-}
-
 
 class _BrokerTools(Mapping[str, dict[str, Any]]):
     """The tools brokerd decides on, as `find_tool` shows them, read from the tool table
@@ -165,11 +140,11 @@ def find_tools(query: str) -> str:
     return orjson.dumps(found).decode()
 
 
-def system_prompt(syntax: CallSyntax, prompt_teaches_syntax: bool = False) -> str:
-    """How the model is told to use its tools: the call syntax of its own dialect, and
-    only that one, unless its prompt (the template's tools block) already teaches it."""
-    example = EXAMPLES.get(syntax, EXAMPLES[CallSyntax.TAGGED_JSON])
-    how = "" if prompt_teaches_syntax else f"To call a tool, {example}\n"
+def system_prompt(syntax: CallSyntax | SyntaxRow, prompt_teaches_syntax: bool = False) -> str:
+    """How the model is told to use its tools: the call syntax of its own dialect (its
+    row's teaching example), and only that one, unless its prompt (the template's tools
+    block) already teaches it."""
+    how = "" if prompt_teaches_syntax else f"To call a tool, {row_of(syntax).taught}\n"
     return (
         "You are a helpful assistant working for your owner on their own machine.\n"
         "You have three tools. clock (no arguments) tells the current time. "

@@ -287,8 +287,9 @@ def later_call_continues_first_block(mine: str, theirs: str, session: Session) -
     every later call as a continuation of the session's first block (`\\n` and the call,
     no turn marker, no block opener, no end of the tool outputs before it; the Llama
     distill also closing the block after it) where the model, prompted after its turn
-    marker or the end of the tool outputs, wrote a whole block."""
-    first = mine.find(DS_BEGIN)
+    marker or the end of the tool outputs, wrote a whole block. (The first block is the
+    first after the first turn marker: the system text teaches the syntax with one.)"""
+    first = mine.find(DS_BEGIN, mine.find(DS_ASSISTANT))
     head, tail = mine[: first + len(DS_BEGIN)], mine[first + len(DS_BEGIN) :]
     for before in (DS_OUTPUTS_END, DS_ASSISTANT):
         tail = tail.replace(before + DS_BEGIN, "\n" + DS_CALL_BEGIN)
@@ -299,7 +300,7 @@ def later_call_closed_by_template(mine: str, theirs: str, session: Session) -> t
     """Reason 1: DeepSeek-R1-Distill-Llama's template closes the call block only after a
     later call (its calls-end marker); the model wrote each call as the template writes
     the first, unclosed. The closer goes from each later call of the template's."""
-    first = theirs.find(DS_BEGIN)
+    first = theirs.find(DS_BEGIN, theirs.find(DS_ASSISTANT))
     head, tail = theirs[: first + len(DS_BEGIN)], theirs[first + len(DS_BEGIN) :]
     return mine, head + tail.replace(DS_CALL_END + DS_CALLS_END + DS_END, DS_CALL_END + DS_END)
 

@@ -53,12 +53,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from boxmaker.core.model.tool_calls import (
-    CLOSERS,
+    CLOSE,
     OPEN,
-    PYTHON_TAG,
     CallSyntax,
-    call_openers,
+    SyntaxRow,
     parse_reply,
+    row_of,
 )
 from boxmaker.core.model.xml_calls import FUNCTION, bare_opener
 
@@ -89,20 +89,15 @@ def _could_open_bare_call(text: str) -> bool:
     return False
 
 
-def _could_open_llama_call(text: str) -> bool:
-    """Whether `text` (no leading whitespace) could still grow into a Llama 3 tool call."""
-    return text.startswith(("{", PYTHON_TAG)) or PYTHON_TAG.startswith(text)
-
-
-def _whole_reply_possible(text: str, syntax: CallSyntax | None) -> bool:
-    """Rule 1, for `text`, the reply so far."""
-    if syntax is None:
-        return OPEN not in text and _could_open_bare_call(text.lstrip())
-    if syntax is CallSyntax.BARE_JSON:
-        return _could_open_bare_call(text.lstrip())
-    if syntax is CallSyntax.LLAMA3_JSON:
-        return _could_open_llama_call(text.lstrip())
-    return False
+def _could_open(text: str, row: SyntaxRow) -> bool:
+    """Whether `text` (no leading whitespace) could still grow into a whole-reply call of
+    `row`'s syntax: empty, an object, a fence (where it allows one), or its prefix."""
+    if row.fenced and _could_open_bare_call(text):
+        return True
+    if not text or text.startswith("{"):
+        return True
+    prefix = row.prefix
+    return prefix is not None and (text.startswith(prefix) or prefix.startswith(text))
 
 
 def _held_tail(text: str, opener: str) -> int:
@@ -113,9 +108,8 @@ def _held_tail(text: str, opener: str) -> int:
     return 0
 
 
-def _outside_calls(text: str, opener: str) -> str:
+def _outside_calls(text: str, opener: str, closer: str | None) -> str:
     """`text` without its calls (rule 2), open or closed, nor a tail that may open one."""
-    closer = CLOSERS[opener]
     parts: list[str] = []
     at = 0
     while True:
@@ -147,16 +141,19 @@ def _before_calls(text: str, opener: str) -> str:
     return text[: len(text) - _held_tail(text, opener)]
 
 
-def streamable(text: str, syntax: CallSyntax | None = None) -> str:
+def streamable(text: str, syntax: CallSyntax | SyntaxRow | None = None) -> str:
     """The part of the reply's content that `text`, the reply so far, already fixes."""
-    if _whole_reply_possible(text, syntax):
-        return ""  # rule 1
-    if syntax is CallSyntax.BARE_JSON or syntax is CallSyntax.LLAMA3_JSON:
-        return text.strip()  # rule 3
-    (opener,) = call_openers(syntax or CallSyntax.TAGGED_JSON)
-    if syntax is CallSyntax.XML:
+    if syntax is None:
+        if OPEN not in text and _could_open_bare_call(text.lstrip()):
+            return ""  # rule 1
+        return _outside_calls(text, OPEN, CLOSE).strip()  # rules 2 and 3
+    row = row_of(syntax)
+    if row.whole_reply:
+        return "" if _could_open(text.lstrip(), row) else text.strip()  # rules 1 and 3
+    (opener,) = row.openers
+    if row.read_reply is not None:  # it finds its own calls: held from the first one
         return _before_calls(text, opener).strip()  # rules 2 and 3
-    return _outside_calls(text, opener).strip()  # rules 2 and 3
+    return _outside_calls(text, opener, row.closer).strip()  # rules 2 and 3
 
 
 class ReplyStream:
@@ -164,7 +161,7 @@ class ReplyStream:
 
     def __init__(
         self,
-        syntax: CallSyntax | None = None,
+        syntax: CallSyntax | SyntaxRow | None = None,
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.syntax, self.schemas = syntax, schemas
