@@ -26,20 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from boxmaker.core.model.chat_format import ChatFormat, Role, Segment, Turn
+from boxmaker.core.model.known_markers import STOPS
 from boxmaker.core.model.reasoning import ReasoningMarkers
 from boxmaker.core.model.template_prompt import Stretches, TemplatePrompt
 from boxmaker.core.model.tool_calls import CallSyntax, call_openers, syntax_markers
-
-# Stop markers a template's family also ends a reply with, where the vocabulary has them
-# (Gemma 4's model ends a reply that calls a tool with <|tool_response>)
-EXTRA_STOPS = (
-    "<|eom_id|>",
-    "<|endoftext|>",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<end_of_turn>",
-    "<|tool_response>",
-)
 
 Render = Callable[[str, Sequence[Turn], Stretches | None], list[Segment]]
 
@@ -103,7 +93,7 @@ def from_template(
     facts = prompt.facts
     close = facts.close_reply
     stops = [m for m in marker_texts if m and close.startswith(m)][:1]
-    stops += [eos, *EXTRA_STOPS]
+    stops += [eos, *STOPS]  # the known stops (core.model.known_markers)
     stop = tuple(dict.fromkeys(s for s in stops if s and is_marker(s)))
     sample = prompt.text("s", [Turn(Role.USER, "u"), Turn(Role.MODEL, "m"), Turn(Role.USER, "v")])
     written = tuple(m for m in marker_texts if m and m in sample and is_marker(m))

@@ -29,31 +29,36 @@ from __future__ import annotations
 
 import re
 
+from boxmaker.core.model.known_markers import marker_names
+
 OPEN, CLOSE, BAR, WIDE_BAR = "<", ">", "|", "\N{FULLWIDTH VERTICAL LINE}"
 
-MARKER_NAMES = frozenset(
-    {
-        "think",
-        "tool",
-        "tool_call",
-        "tool_calls",
-        "tool_code",
-        "tool_response",
-        "tool_result",
-        "tool_output",
-        "image",
-        "audio",
-        "video",
-        "pad",
-        "unk",
-        "mask",
-        "bos",
-        "eos",
-        "eot",
-        "sep",
-        "cls",
-    }
-)
+MARKER_NAMES = (
+    frozenset(
+        {
+            "think",
+            "tool",
+            "tool_call",
+            "tool_calls",
+            "tool_code",
+            "tool_response",
+            "tool_result",
+            "tool_output",
+            "image",
+            "audio",
+            "video",
+            "pad",
+            "unk",
+            "mask",
+            "bos",
+            "eos",
+            "eot",
+            "sep",
+            "cls",
+        }
+    )
+    | marker_names()
+)  # the known markers' own (core.model.known_markers)
 _NAME_PREFIXES = ("start_of_", "end_of_", "begin_of_", "fim_", "im_", "unused", "reserved")
 _NAME_SUFFIXES = ("_soft_token",)
 

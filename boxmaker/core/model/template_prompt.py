@@ -83,6 +83,7 @@ from typing import Any
 
 from boxmaker.core.model.call_ids import has_form
 from boxmaker.core.model.chat_format import ReplyCall, Role, Segment, Text, Tokens, Turn
+from boxmaker.core.model.known_markers import REASONING_PAIRS
 from boxmaker.core.model.template_sandbox import TemplateError, TemplateRenderer
 from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, call_openers, parse_reply
 
@@ -93,9 +94,6 @@ FENCE_JSON = json.dumps(FENCE)[1:-1]
 _NONCES = ("qz7kbx", "vq9jxw", "kx4qzv", "zjq8wx")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
-# Reasoning markers models are known to write, open and close (Qwen3, QwQ,
-# DeepSeek-R1, Qwen3.5; Gemma 4's thought channel)
-REASONING_MARKERS = (("<think>", "</think>"), ("<|channel>", "<channel|>"))
 
 # The shapes of a call's content a template may test, in the order they are tried (rule 5)
 CONTENT_SHAPES: dict[str, dict[str, Any]] = {"none": {"content": None}, "empty": {"content": ""}}
@@ -434,7 +432,7 @@ class TemplatePrompt:
         tail = self._split(with_tools, slots)[-1]
         generation_tail = tail.text if isinstance(tail, Text) and tail.special else ""
         reasoning = next(
-            (pair for pair in REASONING_MARKERS if pair[1] in self.template.source), None
+            (pair for pair in REASONING_PAIRS if pair[1] in self.template.source), None
         )
         opens = False
         if reasoning is not None and reasoning[0] in generation_tail:
