@@ -13,5 +13,6 @@ contract; `|` keeps a floor's rooms apart):
                          reasoning, sampling, the context budget)
     grants | home        the tool table, arguments, paths and hosts, grant files,
                          decisions and deny reasons; the home's layout, links, secrets
-    ground               errors, timestamps, hashes, ids, labels, runbook, strict
+    ground               errors, fitting, timestamps, hashes, ids, labels, runbook,
+                         strict
 """

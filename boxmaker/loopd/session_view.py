@@ -41,13 +41,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.fitting import largest, take
 from boxmaker.core.ids import is_identifier
 from boxmaker.core.timestamps import format_timestamp
-from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size, paged
+from boxmaker.core.wire.frame_fit import FRAME_BUDGET, envelope_size, item_size, paged, string_size
 from boxmaker.core.wire.loop import SessionEntries, SessionList, SessionSummary, ShownEntry
 from boxmaker.loopd.session_log import (
     AnyEntry,
@@ -106,26 +106,13 @@ def shown(index: int, entry: AnyEntry) -> ShownEntry:
     return ShownEntry(index=index, type=entry.type, text=entry.text)
 
 
-def _size(entry: ShownEntry) -> int:
-    return len(orjson.dumps(entry.model_dump(mode="json", by_alias=True, exclude_none=True)))
-
-
-def _string_size(text: str) -> int:
-    return len(orjson.dumps(text)) - 2  # without the quotes
-
-
 def cut_to_fit(entry: ShownEntry, room: int) -> ShownEntry:
     """`entry`, its text cut to the longest prefix whose entry takes at most `room` bytes."""
     empty = entry.model_copy(update={"text": "", "cut": True})
-    left = room - _size(empty)  # what the escaped text may take
+    left = room - item_size(empty)  # what the escaped text may take
     text = entry.text
-    low, high = 0, min(len(text) - 1, max(left, 0))  # strict: the whole text did not fit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _string_size(text[:middle]) <= left:
-            low = middle
-        else:
-            high = middle - 1
+    # strict: the whole text did not fit
+    low = largest(min(len(text) - 1, left), lambda n: string_size(text[:n]) <= left)
     return empty.model_copy(update={"text": text[:low]})
 
 
@@ -139,20 +126,12 @@ def page(
     """Rule 5: the page of `entries` from `start`."""
     # room for the largest `next` this log can have, whether or not it is sent
     base = envelope_size(SessionEntries(session=session, entries=(), next=len(entries)), request_id)
-    taken: list[ShownEntry] = []
-    size = base
-    index = start
-    while index < len(entries):
-        item = shown(index, entries[index])
-        added = _size(item) + (1 if taken else 0)  # the comma between entries
-        if size + added > budget:
-            if taken:
-                break
-            item = cut_to_fit(item, budget - base)
-            added = _size(item)
-        taken.append(item)
-        size += added
-        index += 1
+    room = budget - base
+    items = (shown(at, entries[at]) for at in range(start, len(entries)))
+    taken = take(items, item_size, room)  # a comma between entries
+    if len(taken) == 1 and item_size(taken[0]) > room:
+        taken[0] = cut_to_fit(taken[0], room)  # too big alone
+    index = start + len(taken)
     following = index if index < len(entries) else None
     return SessionEntries(session=session, entries=tuple(taken), next=following)
 

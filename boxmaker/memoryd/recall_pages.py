@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from boxmaker.core.fitting import largest, pages
 from boxmaker.core.grants.argument_size import MAX_ARGUMENT_BYTES
 from boxmaker.memoryd.files import Entry
 
@@ -66,13 +67,9 @@ def _fitted(entry: Entry, room: int) -> dict[str, object]:
     if _escaped(shown) <= room:
         return shown
     text = entry.text
-    low, high = 0, len(text) - 1
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _escaped({**shown, "text": text[:middle], "cut": True}) <= room:
-            low = middle
-        else:
-            high = middle - 1
+    low = largest(
+        len(text) - 1, lambda n: _escaped({**shown, "text": text[:n], "cut": True}) <= room
+    )
     return {**shown, "text": text[:low], "cut": True}
 
 
@@ -83,19 +80,9 @@ def split_pages(entries: Sequence[Entry], budget: int = PAGE_BYTES) -> list[list
     """`entries` as pages of shown entries, each page's escaped entries within `budget`
     less the fixed part (rules 1 and 3); at least one page."""
     room = budget - _FIXED
-    pages: list[list[dict[str, object]]] = []
-    page: list[dict[str, object]] = []
-    size = 0
-    for entry in entries:
-        shown = _fitted(entry, room)
-        added = _escaped(shown) + 1  # and the comma before the next
-        if page and size + added > room:
-            pages.append(page)
-            page, size = [], 0
-        page.append(shown)
-        size += added
-    pages.append(page)
-    return pages
+    shown = (_fitted(entry, room) for entry in entries)
+    # each entry with the comma before the next
+    return [list(page) for page in pages(shown, lambda s: _escaped(s) + 1, room, between=0)]
 
 
 def recall_page(entries: Sequence[Entry], page: int, budget: int = PAGE_BYTES) -> RecallPage:

@@ -29,6 +29,7 @@ from functools import partial
 
 from boxmaker.core.display.reply_escape import escape_reply
 from boxmaker.core.display.reply_lines import LineState, start_state
+from boxmaker.core.fitting import largest
 
 MAX_POST_CHARS = 16_383  # Mattermost's limit on a post's message, in code points
 CONTINUED = "(continued in the next post)"
@@ -67,20 +68,8 @@ def _longest_prefix(text: str, fits: Callable[[str], bool]) -> int:
     """The length of the longest prefix of `text` that `fits` and ends a line (or, when
     no line fits whole, the longest that fits at all); 0 when none does."""
     ends = [at + 1 for at, char in enumerate(text) if char == "\n"]
-    found = _search(len(ends), lambda count: fits(text[: ends[count - 1]]))
+    found = largest(len(ends), lambda count: fits(text[: ends[count - 1]]))
     if found:
         return ends[found - 1]
     first_line = ends[0] if ends else len(text)
-    return _search(first_line, lambda count: fits(text[:count]))
-
-
-def _search(most: int, fits: Callable[[int], bool]) -> int:
-    """The largest n in 1..most with fits(n) (fits is monotonic), else 0."""
-    low, high = 0, most
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    return largest(first_line, lambda count: fits(text[:count]))

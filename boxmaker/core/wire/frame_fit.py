@@ -29,6 +29,7 @@ from typing import TypeVar
 
 import orjson
 
+from boxmaker.core.fitting import largest, pages
 from boxmaker.core.strict import Strict
 from boxmaker.core.wire.broker import ResultResponse
 from boxmaker.core.wire.broker_admin import ApprovalList, PendingApproval
@@ -46,8 +47,9 @@ def envelope_size(message: Message, request_id: str, *, final: bool = True) -> i
     return len(encode_envelope(Envelope(id=request_id, final=final, message=message)))
 
 
-def _string_size(text: str) -> int:
-    return len(orjson.dumps(text)) - 2  # without the quotes
+def string_size(text: str) -> int:
+    """The bytes of `text` as a JSON string, without its quotes."""
+    return len(orjson.dumps(text)) - 2
 
 
 # what a result's envelope holds besides its content and id, with room to spare
@@ -76,13 +78,7 @@ def fit_result(
     room = budget - envelope_size(empty, request_id)  # what the escaped content may take
     # the longest strict prefix whose escaped form fits (escaping never shrinks a
     # prefix); strict, since the whole content did not fit
-    low, high = 0, min(len(content) - 1, max(room, 0))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _string_size(content[:middle]) <= room:
-            low = middle
-        else:
-            high = middle - 1
+    low = largest(min(len(content) - 1, room), lambda n: string_size(content[:n]) <= room)
     return response.model_copy(update={"content": content[:low], "truncated": True})
 
 
@@ -93,21 +89,12 @@ def paged(
     not final) fits in `budget`; at least one page, and an item too big alone still
     gets a page of its own (the caller cuts such items first)."""
     base = envelope_size(empty, request_id, final=False)
-    pages: list[tuple[_I, ...]] = []
-    page: list[_I] = []
-    size = base
-    for item in items:
-        item_size = len(
-            orjson.dumps(item.model_dump(mode="json", by_alias=True, exclude_none=True))
-        )
-        added = item_size + (1 if page else 0)  # the comma between items
-        if page and size + added > budget:
-            pages.append(tuple(page))
-            page, size, added = [], base, item_size
-        page.append(item)
-        size += added
-    pages.append(tuple(page))
-    return pages
+    return pages(items, item_size, budget - base)  # a comma between items
+
+
+def item_size(item: Strict) -> int:
+    """The bytes of `item` in an envelope's JSON."""
+    return len(orjson.dumps(item.model_dump(mode="json", by_alias=True, exclude_none=True)))
 
 
 def page_items(

@@ -15,7 +15,7 @@ def test_every_known_marker_has_a_markers_shape() -> None:
 
 
 def test_the_stops_and_reasoning_pairs_are_the_tables() -> None:
-    assert km.STOPS == tuple(m.text for m in km.KNOWN if m.use is km.Use.STOP)
+    assert tuple(m.text for m in km.KNOWN if m.use is km.Use.STOP) == km.STOPS
     pairs = [(m.text, m.closes) for m in km.KNOWN if m.use is km.Use.REASONING]
     assert list(km.REASONING_PAIRS) == pairs
     closers = [close for _, close in km.REASONING_PAIRS]
