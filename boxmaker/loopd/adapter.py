@@ -59,8 +59,9 @@ __all__ = [
 
 EMBEDDED_ADAPTER_NAME = "embedded-lora.gguf"
 # `sha256sum boxmaker/loopd/data/embedded-lora.gguf`: the adapter `scripts/train-embedded`
-# made with its default settings (seed 1, 2,000 conversations, 250 steps; issue 39)
-EMBEDDED_ADAPTER_SHA256 = "d82940b4ea41cba6775949ea9dbb3708a2ec55c93019999d892dfc80059382d7"
+# made with its default settings (seed 1, 3,100 conversations of generator v5, 387
+# steps, one epoch; issue 39, run 5)
+EMBEDDED_ADAPTER_SHA256 = "379547713d4c336ef42f7ed717309ab11ee75e2a0d7291724a02fc6bc92fe1d1"
 DATA = Path(__file__).with_name("data")  # the package data folder the shipped file is in
 
 AUTO = "auto"

@@ -89,12 +89,6 @@ def _events(tree: EvalTree, session: str) -> list[object]:
     return [r.event for r in read_records(tree.home) if getattr(r.event, "session", "") == session]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39, open: the shipped adapter (eval: right calls 67 %) reads a file that "
-    "holds one bare line, then writes it back as if asked to copy it (the generator's "
-    "two-step conversations); this test passes once a retrained adapter stops that",
-)
 def test_a_read_is_made_by_the_model_and_answered_from_the_file(tree: EvalTree) -> None:
     _turn, verdict, said = _ask(
         tree,
