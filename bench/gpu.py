@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from raw_llama import next_prompt, raw_rate_of, raw_tokens, turn
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.offload import Backend
@@ -82,7 +83,6 @@ from boxmaker.loopd.replying import stop_ids
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.startup import load_model
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
-from boxmaker.testing.raw_llama import next_prompt, raw_rate_of, raw_tokens, turn
 from boxmaker.testing.recording_model import Recorded, RecordingModel
 
 SEED = 20261130

@@ -130,6 +130,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from raw_llama import (
+    first_token,
+    fresh_first_token,
+    next_prompt,
+    raw_rate_of,
+    raw_state_bytes,
+    raw_switch,
+    turn,
+)
 
 from boxmaker.core.model.chat_format import Role
 from boxmaker.core.model.chat_format import Turn as LogTurn
@@ -150,15 +159,6 @@ from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.startup import load_model
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 from boxmaker.testing.daemons import InProcessLoopd, start_loopd
-from boxmaker.testing.raw_llama import (
-    first_token,
-    fresh_first_token,
-    next_prompt,
-    raw_rate_of,
-    raw_state_bytes,
-    raw_switch,
-    turn,
-)
 from boxmaker.testing.recording_model import RecordingModel
 
 SEED = 20261130

@@ -15,7 +15,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["boxmaker.testing.sandbox_fixtures"]  # the sandbox suites' fixtures
+pytest_plugins = ["support.sandbox_fixtures"]  # the sandbox suites' fixtures
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "build-llama-cpp"

@@ -18,8 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER = "nobody"  # a user every Debian machine has

@@ -4,7 +4,7 @@ Built from the API reference (REST v4 and the WebSocket) for gatewayd's tests:
 Mattermost itself cannot run here, so this stands in for it and behaves like it,
 state and all (design.md section 8). The state and the test controls are this
 module; the HTTP and WebSocket handlers are `fake_mattermost_web`. I/O: none
-here; `FakeMattermost.running()` serves it on 127.0.0.1 from a thread.
+here; `fake_mattermost_web.running(fake)` serves it on 127.0.0.1 from a thread.
 
 What it models, as the server does:
 
@@ -60,10 +60,9 @@ import threading
 import time
 from base64 import b32encode
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -159,6 +158,15 @@ class Broadcast:
         return {"event": self.event, "data": self.data, "broadcast": broadcast}
 
 
+class Sockets(Protocol):
+    """What the fake asks of its web face (`fake_mattermost_web.Server`) while one serves
+    it: the WebSocket events to send, and dropping every socket."""
+
+    def broadcast(self, broadcast: Broadcast) -> None: ...
+
+    def drop_all(self) -> None: ...
+
+
 @dataclass
 class FakeMattermost:
     """The server's state, its test controls and its records. Thread-safe."""
@@ -185,7 +193,7 @@ class FakeMattermost:
         self.pending: dict[str, tuple[str, int]] = {}  # pending id -> (post id, when)
         self.ws_accepted = 0  # connections that got `hello`
         self.ws_cut_off = 0  # connections closed for want of authentication
-        self.server: Any = None  # fake_mattermost_web.Server while running
+        self.server: Sockets | None = None  # its web face while one serves it
         self._serial = 0
 
     # --- test controls -----------------------------------------------------------
@@ -241,19 +249,6 @@ class FakeMattermost:
     def calls_to(self, method: str, path: str) -> list[RestCall]:
         with self.lock:
             return [call for call in self.calls if (call.method, call.path) == (method, path)]
-
-    @contextmanager
-    def running(self) -> Iterator[str]:
-        """Serve on 127.0.0.1 (an ephemeral port) from a thread; yields the base URL."""
-        from boxmaker.testing.fake_mattermost_web import Server
-
-        server = Server(self)
-        self.server = server
-        try:
-            with server.serving() as url:
-                yield url
-        finally:
-            self.server = None
 
     # --- the model (REST handlers and controls both come here) -------------------
 

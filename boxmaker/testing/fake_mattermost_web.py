@@ -51,6 +51,19 @@ async def _body(request: web.Request) -> Any:
         raise ApiError(400, "api.context.invalid_body_param.app_error", "not JSON") from exc
 
 
+@contextmanager
+def running(fake: FakeMattermost) -> Iterator[str]:
+    """Serve `fake` on 127.0.0.1 (an ephemeral port) from a thread; yields the base URL.
+    While it serves, the fake reaches its sockets through `fake.server`."""
+    server = Server(fake)
+    fake.server = server
+    try:
+        with server.serving() as url:
+            yield url
+    finally:
+        fake.server = None
+
+
 class Server:
     """Serves one FakeMattermost; `serving()` runs it and yields the base URL."""
 

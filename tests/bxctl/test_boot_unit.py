@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.brokerd.descriptors import MAX_DESCRIPTORS
 from boxmaker.bxctl.boot_unit import (
@@ -38,7 +39,6 @@ from boxmaker.bxctl.boot_unit import (
 )
 from boxmaker.bxctl.install_plan import Layout, plan
 from boxmaker.bxctl.install_steps import Command, Directory, File
-from boxmaker.testing.skips import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PREPARE_SCRIPT = REPO / "scripts" / "prepare-sandbox-host"

@@ -1,5 +1,5 @@
 """`bxctl model check PATH` on real files: the embedded default model, the small models
-the tests build (`boxmaker.testing.tiny_gguf`, a real Qwen vocabulary and template),
+the tests build (`support.tiny_gguf`, a real Qwen vocabulary and template),
 one written as a Hermes 2 Pro or Hermes 3 file is (the real default template, and the
 real `tool_use` one beside it), one with that default alone, one whose `tool_use`
 template does not compile, and a model whose template raises. Each runs the installed console scripts, as the
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import read_vocabulary, write_tiny_model
 
 from boxmaker.core.model.context_fit import kv_bytes_per_token
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
-from boxmaker.testing.tiny_gguf import read_vocabulary, write_tiny_model
 
 require_llama_cpp("the model check tests")
 

@@ -17,8 +17,9 @@ def test_largest_is_the_last_n_that_fits(most: int, limit: int) -> None:
         return n <= limit
 
     found = largest(most, fits)
-    assert found == max([n for n in range(0, most + 1) if n <= limit], default=0)
-    assert 0 not in asked and all(1 <= n <= most for n in asked)
+    assert found == max([n for n in range(most + 1) if n <= limit], default=0)
+    assert 0 not in asked
+    assert all(1 <= n <= most for n in asked)
 
 
 sizes = st.lists(st.integers(0, 40), max_size=30)
@@ -27,7 +28,8 @@ sizes = st.lists(st.integers(0, 40), max_size=30)
 @given(sizes, st.integers(0, 60), st.integers(0, 2))
 def test_pages_keep_order_fit_and_are_full(items: list[int], room: int, between: int) -> None:
     made = pages(items, lambda n: n, room, between)
-    assert made and [n for page in made for n in page] == items
+    assert made
+    assert [n for page in made for n in page] == items
     for at, page in enumerate(made):
         used = sum(page) + between * (len(page) - 1)
         assert used <= room or len(page) == 1  # only an item too big alone is over

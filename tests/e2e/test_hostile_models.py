@@ -1,7 +1,7 @@
 """A poisoned model file stays harmless through `bxctl model check`, `loopd check`,
 `loopd probe` and `loopd serve` (issue 38: the shapes it found, each a test).
 
-Every model is a tiny GGUF with a real vocabulary (`boxmaker.testing.tiny_gguf`,
+Every model is a tiny GGUF with a real vocabulary (`support.tiny_gguf`,
 Qwen2's) and one hostile template: as the file's default, and as a named template
 (`tokenizer.chat_template.<name>`, with a name holding ESC, BEL and a newline) beside
 Hermes 3's real default. Each runs as the owner runs it, the installed console scripts
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 from boxmaker.core.display.hidden_chars import is_hidden
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.loopd_runs import LoopdRun, write_loopd_config
-from boxmaker.testing.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 require_llama_cpp("the hostile model tests")
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.llama import require_llama_cpp
+from support.skips import skip_or_fail
 
 from boxmaker.core.home.layout import HOME_VARIABLE, Home
 from boxmaker.core.wire.loop import ContextCompactedEvent, ToolResultEvent, TurnDone, TurnEvent
@@ -37,9 +39,7 @@ from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.daemons import start_loopd
 from boxmaker.testing.forced_model import ForcedModel
 from boxmaker.testing.homes import make_home, verify_log, write_config, write_grant
-from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.processes import DaemonProcess
-from boxmaker.testing.skips import skip_or_fail
 
 pytestmark = [pytest.mark.e2e, pytest.mark.model, pytest.mark.slow]
 

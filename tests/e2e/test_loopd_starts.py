@@ -8,7 +8,7 @@ there: 1 to 3 starts in 3 lost it after `event=context`. `loopd.llama_load` swap
 fd and routes llama.cpp's log into loopd's own.
 
 Each start is a real `loopd serve` (the console script) on a fresh home, its fds 1 and
-2 one log file as supervisord gives them, on a tiny GGUF (`boxmaker.testing.tiny_gguf`:
+2 one log file as supervisord gives them, on a tiny GGUF (`support.tiny_gguf`:
 Qwen2's vocabulary, Hermes 3's two real templates). The first start runs the probe
 child; its record (`loopd.probe_cache`) is copied into each later home, as a restart on
 the same host finds it, so a start takes seconds. The marker self-test's record is not
@@ -24,12 +24,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import read_vocabulary, write_tiny_model
 
 from boxmaker.loopd.config import load_config
 from boxmaker.loopd.probe_cache import record_path
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.loopd_runs import LoopdRun, write_loopd_config
-from boxmaker.testing.tiny_gguf import read_vocabulary, write_tiny_model
 
 require_llama_cpp("the loopd start tests")
 

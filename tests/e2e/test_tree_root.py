@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.core.home.links import LINKS, Role
 from boxmaker.core.home.links import ROLE_USERS as USER_OF
 from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.wire.connection import ClientConnection
-from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sandbox_fixtures import KINDS, require
 
 from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.home.layout import Home
@@ -49,7 +50,6 @@ from boxmaker.loopd.tools import TOOL_SCHEMAS
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home, read_records, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
-from boxmaker.testing.sandbox_fixtures import KINDS, require
 from boxmaker.testing.scripted_model import SPECIAL, ScriptedModel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -30,6 +30,7 @@ from boxmaker.gatewayd.serve import Gatewayd
 from boxmaker.ipc.shell import now
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.fake_mattermost_web import running
 from boxmaker.testing.homes import write_grant
 from boxmaker.testing.sockets import OpenCall
 from boxmaker.testing.waiting import wait_until
@@ -81,7 +82,7 @@ def tree(tmp_path: Path) -> Iterator[Tree]:
         tmp_path / "grants", "scratch-shell", tool="shell", mode="ask", paths=[str(scratch)]
     )
     fake = FakeMattermost(auth_cutoff_s=0.5)
-    with fake.running() as url, running_brokerd(tmp_path, clock=now) as brokerd:
+    with running(fake) as url, running_brokerd(tmp_path, clock=now) as brokerd:
         config = GatewaydConfig(
             paths=PathsSection(home=str(brokerd.home)),
             mattermost=MattermostSection(url=url, owner=fake.owner.id, edit_interval_ms=100),

@@ -19,6 +19,7 @@ from boxmaker.core.wire.loop import TurnDone
 from boxmaker.gatewayd.config import load_config
 from boxmaker.gatewayd.live_check import check
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.fake_mattermost_web import running
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.processes import DaemonProcess, clean_environment, console_script
 from boxmaker.testing.sockets import Peer, ScriptedServer, accepts
@@ -51,7 +52,7 @@ def test_gatewayd_serves_a_turn_and_stops_on_sigterm(tmp_path: Path) -> None:
     fake = FakeMattermost(auth_cutoff_s=0.5)
     loopd = ScriptedServer(Home(home).loop_socket, answer)
     try:
-        with fake.running() as url:
+        with running(fake) as url:
             config = write_config(tmp_path, home, url, fake.owner.id, BOT_TOKEN)
             with DaemonProcess(config, role="gatewayd") as gatewayd:
                 gatewayd.wait_serving([Home(home).gateway_socket])
@@ -74,7 +75,7 @@ def test_gatewayd_serves_a_turn_and_stops_on_sigterm(tmp_path: Path) -> None:
 def test_a_refused_token_stops_gatewayd_with_one_line(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     fake = FakeMattermost(auth_cutoff_s=0.5)
-    with fake.running() as url:
+    with running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id, "not-the-token")
         with DaemonProcess(config, role="gatewayd") as gatewayd:
             assert gatewayd.wait_exit(30) == 1
@@ -116,7 +117,7 @@ def test_a_bad_configuration_exits_2(tmp_path: Path, mattermost: str, problem: s
 def test_the_live_check_posts_once_and_reads_the_metadata_back(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     fake = FakeMattermost(auth_cutoff_s=0.5)
-    with fake.running() as url:
+    with running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id, BOT_TOKEN)
         done = subprocess.run(
             [*console_script("gatewayd"), "check", "--config", str(config)],
@@ -136,7 +137,7 @@ def test_the_live_check_posts_once_and_reads_the_metadata_back(tmp_path: Path) -
 
 def test_the_live_check_fails_when_the_server_fetched(tmp_path: Path) -> None:
     fake = FakeMattermost(auth_cutoff_s=0.5)
-    with fake.running() as url:
+    with running(fake) as url:
         config = load_config(write_config(tmp_path, tmp_path, url, fake.owner.id, BOT_TOKEN), {})
 
         def the_server_fetches() -> None:

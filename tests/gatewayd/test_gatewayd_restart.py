@@ -19,6 +19,7 @@ from boxmaker.core.home.layout import Home
 from boxmaker.core.wire.loop import Turn, TurnDone
 from boxmaker.gatewayd.watermark import decode_watermark
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.fake_mattermost_web import running
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.processes import DaemonProcess
 from boxmaker.testing.sockets import Peer, ScriptedServer
@@ -107,7 +108,7 @@ def test_messages_sent_while_gatewayd_is_down_are_answered_once(tmp_path: Path) 
     home = make_home(tmp_path)
     clock = Clock()
     fake = FakeMattermost(auth_cutoff_s=0.5, clock=clock)
-    with ScriptedServer(Home(home).loop_socket, answer_with_text), fake.running() as url:
+    with ScriptedServer(Home(home).loop_socket, answer_with_text), running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id)
         dm = fake.direct(fake.bot, fake.owner)
         clock.offset_ms = -2 * HOUR_MS  # the first run was two hours ago
@@ -138,7 +139,7 @@ def test_a_damaged_watermark_is_named_and_nothing_before_the_start_is_answered(
     mark.parent.mkdir(mode=0o700)
     mark.write_bytes(b'{"version": 1, "newest_ms": ')
     fake = FakeMattermost(auth_cutoff_s=0.5)
-    with ScriptedServer(Home(home).loop_socket, answer_with_text), fake.running() as url:
+    with ScriptedServer(Home(home).loop_socket, answer_with_text), running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id)
         dm = fake.direct(fake.bot, fake.owner)
         before = say(fake, dm, "sent before the start")
@@ -156,7 +157,7 @@ def test_a_turn_cut_by_a_crash_is_said_so_after_the_restart_and_not_run_again(
     home = make_home(tmp_path)
     fake = FakeMattermost(auth_cutoff_s=0.5)
     loopd = ScriptedServer(Home(home).loop_socket, answer_with_text)
-    with loopd, fake.running() as url:
+    with loopd, running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id)
         dm = fake.direct(fake.bot, fake.owner)
         with gatewayd_running(config, home, settle=False):
@@ -177,7 +178,7 @@ def test_a_message_that_cannot_be_recorded_is_not_run(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     fake = FakeMattermost(auth_cutoff_s=0.5)
     loopd = ScriptedServer(Home(home).loop_socket, answer_with_text)
-    with loopd, fake.running() as url:
+    with loopd, running(fake) as url:
         config = write_config(tmp_path, home, url, fake.owner.id)
         dm = fake.direct(fake.bot, fake.owner)
         with gatewayd_running(config, home) as gatewayd:

@@ -36,6 +36,7 @@ from boxmaker.gatewayd.config import (
 from boxmaker.gatewayd.serve import Gatewayd
 from boxmaker.gatewayd.turns import COMPACT_REFUSED, STARTED
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.fake_mattermost_web import running
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.sockets import Peer, ScriptedServer
 from boxmaker.testing.waiting import wait_until
@@ -92,7 +93,7 @@ def loopd(home: Path) -> Iterator[Loopd]:
 
 @pytest.fixture
 def gatewayd(fake: FakeMattermost, home: Path, loopd: Loopd) -> Iterator[Gatewayd]:
-    with fake.running() as url:
+    with running(fake) as url:
         config = GatewaydConfig(
             paths=PathsSection(home=str(home)),
             mattermost=MattermostSection(url=url, owner=fake.owner.id, edit_interval_ms=100),

@@ -43,6 +43,7 @@ from boxmaker.gatewayd.mm_model import (
     decode_event,
 )
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
+from boxmaker.testing.fake_mattermost_web import running
 
 T = TypeVar("T")
 
@@ -86,7 +87,7 @@ def fake() -> FakeMattermost:
 
 @pytest.fixture
 def url(fake: FakeMattermost) -> Iterator[str]:
-    with fake.running() as base:
+    with running(fake) as base:
         yield base
 
 

@@ -1,7 +1,7 @@
 """Escaped replies judged by the renderers Mattermost runs (issue 28, build 0).
 
 The web app's marked fork with its URL autolinker and the mobile app's
-@mattermost/commonmark (boxmaker/testing/renderers.py, tests/renderers/render.js),
+@mattermost/commonmark (tests/support/renderers.py, tests/renderers/render.js),
 on hostile replies: no image in any reply; no link or autolink in an untrusted one,
 nor a URL the server would fetch (the fetch simulator); no render over a second;
 every character of the reply visible, in order. Then (issue 38) random Markdown and
@@ -21,10 +21,10 @@ from urllib.parse import unquote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.renderers import Rendered, Renderers
 
 from boxmaker.core.display.reply_escape import NOTICE, escape_reply
 from boxmaker.testing.fetch_simulator import fetches
-from boxmaker.testing.renderers import Rendered, Renderers
 
 RENDER_LIMIT_MS = 1000.0
 _FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,}).*$", re.MULTILINE)

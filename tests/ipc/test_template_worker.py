@@ -20,6 +20,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.template_families import (
+    BOS,
+    EOS,
+    FAMILIES,
+    NOW,
+    SYSTEM,
+    history,
+    own,
+    prompt_for,
+    source,
+)
 
 from boxmaker.core.model.chat_format import Role, Turn
 from boxmaker.core.model.template_prompt import TemplatePrompt
@@ -32,17 +43,6 @@ from boxmaker.testing.template_attempts import (
     attempt,
     conversation,
     judge,
-)
-from boxmaker.testing.template_families import (
-    BOS,
-    EOS,
-    FAMILIES,
-    NOW,
-    SYSTEM,
-    history,
-    own,
-    prompt_for,
-    source,
 )
 
 MAX_SECONDS = 2.0

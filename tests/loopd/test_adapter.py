@@ -1,7 +1,7 @@
 """`[model] adapter` and `loopd.adapter`: which LoRA adapter loopd applies, and which it refuses.
 
 No model is loaded here: the adapters are written with gguf's own writer
-(`boxmaker.testing.lora_gguf`, as llama.cpp's convert_lora_to_gguf.py writes them),
+(`support.lora_gguf`, as llama.cpp's convert_lora_to_gguf.py writes them),
 for small made-up targets, and the hostile ones byte by byte. The shipped adapter is
 not in the tree yet, so every test of it points `adapter.DATA` at a temporary folder
 and sets the digest it must have (never the package's own file). The tests that load
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from support.lora_gguf import write_lora
 
 from boxmaker.core.errors import StartupError
 from boxmaker.loopd import adapter as adapter_module
@@ -36,7 +37,6 @@ from boxmaker.loopd.model import CPU_ONLY, EMBEDDED_NAME
 from boxmaker.loopd.model_check import adapter_fact
 from boxmaker.loopd.probe import REFUSED, ProbeResult, judge, probe_command
 from boxmaker.loopd.probe_cache import probe_key
-from boxmaker.testing.lora_gguf import write_lora
 
 TARGETS = {f"blk.{i}.attn_q.weight": (8, 16) for i in range(2)}  # made up: never loaded
 

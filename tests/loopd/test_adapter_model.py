@@ -1,6 +1,6 @@
 """LoRA adapters on the real embedded model (Gemma 3 270M), with the real llama-cpp-python.
 
-The adapters are written here (`boxmaker.testing.lora_gguf`: llama.cpp's own layout,
+The adapters are written here (`support.lora_gguf`: llama.cpp's own layout,
 `blk.{i}.attn_q.weight.lora_a` [rank, 640] and `.lora_b` [1024, rank] for each of the
 model's 18 blocks) and loaded as loopd loads one (`LlamaModel(adapter=...)`, through
 llama-cpp-python's `lora_path`). Greedy sampling (temperature 0): a reply is a function
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from support.llama import require_llama_cpp
+from support.lora_gguf import base_targets, write_lora
 
 from boxmaker.core.errors import StartupError
 from boxmaker.loopd import adapter as adapter_module
@@ -34,8 +36,6 @@ from boxmaker.loopd.adapter import (
 )
 from boxmaker.loopd.model import CPU_ONLY, Generation, LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.probe import probe_command, run_probe
-from boxmaker.testing.llama import require_llama_cpp
-from boxmaker.testing.lora_gguf import base_targets, write_lora
 
 require_llama_cpp("the adapter tests on the embedded model")
 

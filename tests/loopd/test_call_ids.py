@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.template_families import EOS, prompt_for
 
 from boxmaker.core.model.call_ids import call_ids, has_form, written_ids
 from boxmaker.core.model.dialect import from_template
@@ -19,7 +20,6 @@ from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.scripted_model import ScriptedModel
-from boxmaker.testing.template_families import EOS, prompt_for
 
 NEMO = '[TOOL_CALLS][{"name": "clock", "arguments": {}, "id": "a1B2c3D4e"}, {"name": "clock", "arguments": {}}]'
 SMALL = "[TOOL_CALLS]clock[CALL_ID]a1B2c3D4e[ARGS]{}[TOOL_CALLS]clock[ARGS]{}"

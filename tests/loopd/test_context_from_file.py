@@ -1,5 +1,5 @@
 """The context loopd gives a model whose metadata asks for the moon, read from real files
-(issue 38): tiny qwen35moe GGUFs written by `boxmaker.testing.tiny_gguf`, their trained
+(issue 38): tiny qwen35moe GGUFs written by `support.tiny_gguf`, their trained
 context and layer count as a hostile file would set them, resolved as loopd resolves
 them and run through a real `loopd probe`.
 
@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 import tomli_w
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.offload import Backend
@@ -42,8 +44,6 @@ from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.placement import plan
 from boxmaker.loopd.probe_cache import record_path
 from boxmaker.loopd.startup import resolve_context
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
-from boxmaker.testing.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 require_llama_cpp("the context tests on tiny model files")
 

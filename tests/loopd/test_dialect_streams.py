@@ -17,13 +17,13 @@ from functools import cache
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.template_families import CALL, FAMILIES, assistant_text, prompt_for
 
 from boxmaker.core.model.reasoning import ReasoningMarkers, ReasoningStream, split_reasoning
 from boxmaker.core.model.reply_stream import ReplyStream
 from boxmaker.core.model.template_prompt import TemplatePrompt
 from boxmaker.core.model.tool_calls import WHOLE_REPLY, ToolCall, parse_reply
 from boxmaker.loopd.tools import SCHEMAS
-from boxmaker.testing.template_families import CALL, FAMILIES, assistant_text, prompt_for
 
 WRITERS = [f for f in FAMILIES if f[2] is not None]
 plain = st.text(

@@ -17,13 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.llama import fetch_vocabularies, require_llama_cpp
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.chat_format import KNOWN_FORMATS, missing_markers
 from boxmaker.loopd.config import LoopdConfig
 from boxmaker.loopd.dialects import choose_format
 from boxmaker.loopd.model_check import VocabularyModel  # loopd's own, as model check uses it
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 
 require_llama_cpp("the vocabulary tests")
 

@@ -1,6 +1,6 @@
 """How loopd makes a `Llama` (`boxmaker.loopd.llama_load`), held to the pinned llama-cpp-python.
 
-Real loads of tiny GGUFs (`boxmaker.testing.tiny_gguf`: Qwen2's vocabulary, random
+Real loads of tiny GGUFs (`support.tiny_gguf`: Qwen2's vocabulary, random
 weights) whose every template would explode if jinja2 compiled it: each is a syntax
 error, so llama-cpp-python's own `Llama(...)` raises on the file (the first test shows
 it does), and a load that compiled any of them could not return. Then the rest of the
@@ -23,12 +23,12 @@ from typing import Any
 
 import jinja2
 import pytest
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 from boxmaker.core.display.hidden_chars import is_hidden
 from boxmaker.loopd.llama_load import LoadLog, load_llama
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.llama_stand_in import COMPILING, install
-from boxmaker.testing.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 require_llama_cpp("the llama_load tests")
 

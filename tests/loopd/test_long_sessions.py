@@ -41,6 +41,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.template_families import (
+    EOS,
+    FAMILIES,
+    RESULT,
+    call_text,
+    own,
+    prompt_for,
+    structured_calls,
+    system_message,
+)
 
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home import layout
@@ -59,16 +69,6 @@ from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, sequence
 from boxmaker.testing.scripted_model import ScriptedModel
 from boxmaker.testing.sockets import ScriptedServer
-from boxmaker.testing.template_families import (
-    EOS,
-    FAMILIES,
-    RESULT,
-    call_text,
-    own,
-    prompt_for,
-    structured_calls,
-    system_message,
-)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 OWNER = ("Read my notes, please.", "What time is it?", "Thanks!")

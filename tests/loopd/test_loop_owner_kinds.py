@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.core.errors import ErrorCode
 from boxmaker.core.home.layout import Home
@@ -60,7 +61,6 @@ from boxmaker.loopd.config import (
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.serve import Loopd
 from boxmaker.testing.scripted_model import ScriptedModel
-from boxmaker.testing.skips import skip_or_fail
 
 if os.geteuid() != 0:
     skip_or_fail(

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from support.llama import require_llama_cpp
 
 from boxmaker.core.errors import ConfigError, StartupError
 from boxmaker.core.model.chat_format import GEMMA
@@ -42,7 +43,6 @@ from boxmaker.loopd.placement import from_argument, plan
 from boxmaker.loopd.probe import METADATA, REFUSED, ProbeResult, judge, probe_command
 from boxmaker.loopd.probe_cache import record_path, remember, remembered_metadata
 from boxmaker.loopd.startup import load_model, resolve_context
-from boxmaker.testing.llama import require_llama_cpp
 
 MIB = 1024 * 1024
 LOOPD = Path(sys.executable).with_name("loopd")

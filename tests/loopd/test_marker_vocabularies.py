@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.llama import fetch_vocabularies
 
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.dialect import from_format
@@ -36,7 +37,6 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
 )
 from boxmaker.loopd.model import embedded_model_path
-from boxmaker.testing.llama import fetch_vocabularies
 
 pytestmark = [pytest.mark.slow]
 

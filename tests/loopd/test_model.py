@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.llama import require_llama_cpp
 
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
@@ -25,7 +26,6 @@ from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.loopd.session_log import ModelEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.testing.daemons import running_loopd
-from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel
 
 require_llama_cpp("the model tests")

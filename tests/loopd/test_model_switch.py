@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from support.llama import require_llama_cpp
 
 from boxmaker.loopd.model import (
     SAVED_SESSIONS,
@@ -34,7 +35,6 @@ from boxmaker.loopd.model import (
     Sampling,
     embedded_model_path,
 )
-from boxmaker.testing.llama import require_llama_cpp
 
 require_llama_cpp("the model switch tests")
 

@@ -1,7 +1,7 @@
 """A model file's named chat templates: loopd renders `tool_use` where the file has it.
 
 Tiny GGUFs
-(`boxmaker.testing.tiny_gguf`, Qwen2's vocabulary, whose ChatML markers are the
+(`support.tiny_gguf`, Qwen2's vocabulary, whose ChatML markers are the
 ones Hermes writes) written as convert_hf_to_gguf.py writes a Hermes 2 Pro or
 Hermes 3 file: the real default template (tests/fixtures/chat_templates/
 NousResearch-Hermes-3-Llama-3.1-8B-default.jinja) under `tokenizer.chat_template`
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.chat_format import Role, Segment, Text, Tokens, Turn
@@ -34,9 +36,7 @@ from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.startup import load_model
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel
-from boxmaker.testing.tiny_gguf import VocabularyField, read_vocabulary, write_tiny_model
 
 require_llama_cpp("the named template tests")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.llama import require_llama_cpp
 
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
@@ -38,7 +39,6 @@ from boxmaker.loopd.model import (
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
-from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.peer_scripts import answer
 from boxmaker.testing.recording_model import RecordingModel
 from boxmaker.testing.sockets import ScriptedServer

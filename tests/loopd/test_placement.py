@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from support.llama import require_llama_cpp
 
 from boxmaker.core.model.offload import ALL_LAYERS, Backend, Offload
 from boxmaker.loopd.backend import read_backend
@@ -36,7 +37,6 @@ from boxmaker.loopd.placement import (
     to_argument,
 )
 from boxmaker.loopd.probe import judge
-from boxmaker.testing.llama import require_llama_cpp
 
 require_llama_cpp("the placement tests")
 

@@ -21,8 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 AMX = (
     "tilezero",

@@ -23,13 +23,7 @@ import json
 import time
 
 import pytest
-
-from boxmaker.core.model.chat_format import Role, Text, Turn
-from boxmaker.core.model.template_prompt import TemplatePrompt, TemplateUnusableError
-from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
-from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
-from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
-from boxmaker.testing.template_families import (
+from support.template_families import (
     ASK,
     CALL,
     FAMILIES,
@@ -47,6 +41,12 @@ from boxmaker.testing.template_families import (
     prompt_for,
     structured_call,
 )
+
+from boxmaker.core.model.chat_format import Role, Text, Turn
+from boxmaker.core.model.template_prompt import TemplatePrompt, TemplateUnusableError
+from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
+from boxmaker.core.model.tool_calls import CallSyntax, ToolCall, parse_reply
+from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Tiny Qwen models that the tests build themselves load and generate.
 
-For each architecture of `boxmaker.testing.tiny_gguf.ARCHITECTURES` (dense Qwen3,
+For each architecture of `support.tiny_gguf.ARCHITECTURES` (dense Qwen3,
 and Qwen3.5 MoE with its Gated DeltaNet layers), a model is written into a
 temporary directory from a real vocabulary (`scripts/fetch-vocabularies`; a failure
 to fetch fails the tests) and the real chat template kept in
@@ -34,6 +34,13 @@ from typing import Any
 import pytest
 import tomli_w
 from gguf import GGUFReader
+from support.llama import fetch_vocabularies, require_llama_cpp
+from support.tiny_gguf import (
+    ARCHITECTURES,
+    VocabularyField,
+    read_vocabulary,
+    write_tiny_model,
+)
 
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.reasoning import ReasoningMarkers
@@ -47,14 +54,7 @@ from boxmaker.loopd.session_log import ModelEntry, SessionLogs, UserEntry
 from boxmaker.loopd.startup import check_tags, load_model
 from boxmaker.loopd.turn import TurnLoop
 from boxmaker.testing.homes import make_home
-from boxmaker.testing.llama import fetch_vocabularies, require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel
-from boxmaker.testing.tiny_gguf import (
-    ARCHITECTURES,
-    VocabularyField,
-    read_vocabulary,
-    write_tiny_model,
-)
 
 require_llama_cpp("the tiny model tests")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.llama import require_llama_cpp
 
 from boxmaker.core.model.chat_format import GEMMA
 from boxmaker.core.model.dialect import from_format
@@ -18,7 +19,6 @@ from boxmaker.loopd.config import load_config
 from boxmaker.loopd.main import PLAIN_REPLY_TOKENS, reasons, turn_limits
 from boxmaker.loopd.model import LlamaModel, Sampling, embedded_model_path
 from boxmaker.testing.daemons import running_loopd
-from boxmaker.testing.llama import require_llama_cpp
 from boxmaker.testing.recording_model import RecordingModel
 
 require_llama_cpp("the embedded model's budget test")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+from support.skips import skip_or_fail
 
 from boxmaker.core.audit.records import DecisionEvent, ResultEvent
 from boxmaker.core.labels import DataClass
@@ -19,7 +20,6 @@ from boxmaker.core.wire.broker import ResultResponse, ToolRequest
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.testing.homes import make_home, read_records, verify_log, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
-from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.sockets import exchange
 
 MISSING = BwrapRuntime.preflight()

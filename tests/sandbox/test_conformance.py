@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.policy import Decision, Denial, SessionState, decide
@@ -50,7 +51,6 @@ from boxmaker.testing.sandbox_tree import (
     grant,
     processes_with,
 )
-from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.waiting import wait_until
 
 # ---------------------------------------------------------------------------
@@ -407,7 +407,7 @@ from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.policy import SessionState, decide
 from boxmaker.sandbox.calls import Limits
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 config = json.loads(sys.stdin.readline())
 limits = Limits(timeout_s=120.0, memory_bytes=96 << 20, pids=16, output_bytes=1000)

@@ -17,7 +17,7 @@ here is one way out that was found open (issue 11) and must stay closed:
       so the test is shown able to fail on every run.
 
 I/O: temporary trees, the sandbox runtimes (fixtures in
-boxmaker/testing/sandbox_fixtures.py), threads that rename paths in a loop.
+tests/support/sandbox_fixtures.py), threads that rename paths in a loop.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support.sandbox_fixtures import require
 
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.grants.model import Grant
@@ -40,7 +41,6 @@ from boxmaker.core.policy import Decision, Denial
 from boxmaker.core.wire.broker import FailedResponse, ResultResponse
 from boxmaker.sandbox.bwrap import BWRAP
 from boxmaker.sandbox.runner import RunFailure
-from boxmaker.testing.sandbox_fixtures import require
 from boxmaker.testing.sandbox_tree import Sandbox, grant
 
 SECRET = "TOP-SECRET-KEY"

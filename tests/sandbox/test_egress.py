@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.core.wire.addresses import is_public_address
 from boxmaker.sandbox.egress import EgressProxy, Verdict
 from boxmaker.sandbox.resolvers import PublicResolver, Resolver
 from boxmaker.testing.resolvers import MappedResolver
-from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
 
 NAMES = ("allowed.test", "other.test", "a.allowed.test")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.skips import skip_or_fail
 
 from boxmaker.sandbox.calls import SANDBOX_PYTHON, TOOLKIT_SOURCE
-from boxmaker.testing.skips import skip_or_fail
 
 
 def _toolkit(request: dict[str, Any]) -> dict[str, Any]:

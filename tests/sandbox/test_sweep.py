@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.sandbox_fixtures import private_cgroups, require
+
 from boxmaker.sandbox.bwrap import BwrapRuntime
 from boxmaker.sandbox.calls import call_prefix
-from boxmaker.testing.sandbox_fixtures import private_cgroups, require
 from boxmaker.testing.sandbox_tree import LIMITS
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 
 def test_outside_ci_it_skips_and_says_so(

@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from support.template_families import BOS, EOS, FAMILIES, history, prompt_for, source
 
 from boxmaker.core.model.template_bounds import FILTERS, METHODS, weight
 from boxmaker.core.model.template_sandbox import MAX_SOURCE, ChatTemplate, TemplateError
@@ -34,7 +35,6 @@ from boxmaker.testing.template_attempts import (
     conversation,
     judge,
 )
-from boxmaker.testing.template_families import BOS, EOS, FAMILIES, history, prompt_for, source
 
 MAX_SECONDS = 2.0
 RSS_MIB = 256

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.skips import skip_or_fail
 
 from boxmaker.core.sanitize import word_pass
 from boxmaker.core.sanitize.flagging import _all_needs
 from boxmaker.core.sanitize.normalisation import folding
 from boxmaker.core.sanitize.word_pass import WORD_MAX, Folded, WordPass
-from boxmaker.testing.skips import skip_or_fail
 
 VOCABULARY = _all_needs().vocabulary
 WORDS = sorted(VOCABULARY)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
 FETCH = Path(__file__).resolve().parents[2] / "scripts" / "fetch-vocabularies"
 

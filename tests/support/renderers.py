@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from boxmaker.testing.skips import skip_or_fail
+from support.skips import skip_or_fail
 
-DIRECTORY = Path(__file__).resolve().parents[2] / "tests" / "renderers"
+DIRECTORY = Path(__file__).resolve().parents[1] / "renderers"
 
 
 @dataclass(frozen=True, slots=True)

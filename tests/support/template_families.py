@@ -28,7 +28,7 @@ from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateError
 from boxmaker.core.model.tool_calls import CallSyntax
 from boxmaker.loopd.tools import SCHEMAS, TOOL_SCHEMAS
 
-TEMPLATES = Path(__file__).parents[2] / "tests" / "fixtures" / "chat_templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BOS, EOS = "<BOS>", "<EOS>"
 # DeepSeek's markers, spelled with its full-width bars and U+2581

@@ -30,8 +30,8 @@ from boxmaker.sandbox.cgroups import CgroupError, Cgroups
 from boxmaker.sandbox.podman import PodmanRuntime, ensure_rootfs
 from boxmaker.testing.resolvers import MappedResolver
 from boxmaker.testing.sandbox_tree import LIMITS, Sandbox, make_grants, make_tree
-from boxmaker.testing.skips import skip_or_fail
 from boxmaker.testing.tls import LocalHttps, OpensslMissingError, make_test_certs
+from support.skips import skip_or_fail
 
 KINDS = ("bwrap", "podman")
 
