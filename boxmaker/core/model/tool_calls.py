@@ -128,7 +128,7 @@ _PATH = "/home/owner/notes/todo.md"  # the path of every row's teaching example
 _INNER_CALL = {"name": "read_file", "arguments": {"path": _PATH}}
 _JSON_CALL = json.dumps({"name": "call_tool", "arguments": _INNER_CALL})
 
-SpanReader = Callable[[str, bool, "Schemas | None"], "list[Call]"]
+SpanReader = Callable[[str, bool, Schemas | None], list[Call]]
 
 
 @dataclass(frozen=True, slots=True)
