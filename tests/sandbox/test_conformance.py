@@ -407,7 +407,6 @@ from boxmaker.core.grants.model import GrantSet
 from boxmaker.core.wire.broker import ToolRequest
 from boxmaker.core.policy import SessionState, decide
 from boxmaker.sandbox.calls import Limits
-from support.skips import skip_or_fail
 
 config = json.loads(sys.stdin.readline())
 limits = Limits(timeout_s=120.0, memory_bytes=96 << 20, pids=16, output_bytes=1000)
