@@ -142,16 +142,45 @@ def _ok(text: str, untrusted: bool = False, approval: bool = False) -> Outcome:
     return Outcome("result", text, approval=approval, untrusted=untrusted)
 
 
-def _file_text(rng: random.Random, fact: str, other: str | None = None) -> str:
-    """A short file holding `fact` (and `other`, another fact, when given)."""
+def _file_text(rng: random.Random, fact: str, other: str | None = None) -> tuple[str, str | None]:
+    """A file holding `fact` (and `other`, another fact, when given), and its heading when
+    it is a Markdown document. Short notes (bare lines, a title, a list) and, since run 5
+    wrote the walk-through's welcome note back, documents of several paragraphs; in a
+    file with one fact the fact is the first line under the title."""
     lines = [f"{fact}."] if other is None else rng.sample([f"{fact}.", f"{other}."], 2)
-    shape = rng.choice(("bare", "titled", "list"))
+    shape = rng.choice(("bare", "titled", "list", "doc", "doc"))
     if shape == "bare":
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n", None
+    if shape == "doc":
+        return _document(rng, lines)
     title = rng.choice(("Notes", "Reminder", "From the last meeting", "Status", "TODO", "Log"))
     if shape == "titled":
-        return f"{title}\n" + "\n".join(lines) + "\n"
-    return f"{title}:\n" + "".join(f"- {line}\n" for line in lines)
+        return f"{title}\n" + "\n".join(lines) + "\n", None
+    return f"{title}:\n" + "".join(f"- {line}\n" for line in lines), None
+
+
+def _document(rng: random.Random, lines: list[str]) -> tuple[str, str]:
+    """A Markdown document: a `#` heading, the lines first in a paragraph of filler
+    sentences (two facts: anywhere in it), and sometimes a second section with a list or
+    an indented block of commands, as the walk-through's welcome note has."""
+    title = _fill(rng, rng.choice(v.DOC_TITLES))
+    body = [_fill(rng, rng.choice(v.DOC_LINES)) for _ in range(rng.randint(1, 4))]
+    if len(lines) == 1:
+        body.insert(0, lines[0])
+    else:
+        for line in lines:
+            body.insert(rng.randint(0, len(body)), line)
+    parts = [f"# {title}", "", *body]
+    extra = rng.choice(("none", "list", "commands"))
+    if extra == "list":
+        items = [_fill(rng, rng.choice(v.CONTENT_FORMS)) for _ in range(rng.randint(2, 3))]
+        parts += ["", rng.choice(v.DOC_SECTIONS), "", *(f"- {item}" for item in items)]
+    elif extra == "commands":
+        shown = [_command(rng)[0] for _ in range(2)]
+        width = max(len(c) for c in shown) + 4
+        parts += ["", _fill(rng, rng.choice(v.DOC_LINES)).rstrip(".") + ":", ""]
+        parts += [f"    {c.ljust(width)}{_fill(rng, rng.choice(v.CONTENT_FORMS))}" for c in shown]
+    return "\n".join(parts) + "\n", title
 
 
 def _quote(rng: random.Random, where: str, fact: str) -> str:
@@ -159,6 +188,21 @@ def _quote(rng: random.Random, where: str, fact: str) -> str:
     has it (run 4 paraphrased a titled file's line: "starts" became "begins")."""
     form = rng.choice(('{W} says: "{f}."', 'It says: "{f}."', '{W} reads: "{f}."'))
     return form.format(W=where, f=fact)
+
+
+def _read_answer(rng: random.Random, fact: str, title: str | None) -> str:
+    """A read's answer: the fact's line quoted, after a document's heading when the owner
+    asked for the whole file."""
+    if title is None:
+        return _quote(rng, "The file", fact)
+    form = rng.choice(
+        (
+            'The file is titled "{t}" and says: "{f}."',
+            'The file, headed "{t}", says: "{f}."',
+            'It is titled "{t}". It says: "{f}."',
+        )
+    )
+    return form.format(t=title, f=fact)
 
 
 def read_file(rng: random.Random) -> Conversation:
@@ -169,8 +213,10 @@ def read_file(rng: random.Random) -> Conversation:
     # a file with a second fact only when the owner named what they want from it
     other = _fact(rng)[1] if "{subject}" in asked and rng.random() < 0.5 else None
     c.owner(_said(rng, asked, path=path, subject=subject))
-    c.call("read_file", {"path": path}, _ok(_file_text(rng, fact, other), untrusted=True))
-    c.answer(_quote(rng, "The file", fact))
+    text, title = _file_text(rng, fact, other)
+    c.call("read_file", {"path": path}, _ok(text, untrusted=True))
+    # the heading only when the owner asked for the file, not for one thing in it
+    c.answer(_read_answer(rng, fact, None if "{subject}" in asked else title))
     return c
 
 
@@ -306,6 +352,34 @@ MEMORY_FORMS = (
     "The {thing} closes at {time}.",
     "{name} fixes the {thing} when it breaks.",
     "Invoices are numbered like {code}.",
+    # run 5 filed such facts under `user`: more that are not about the owner
+    "The {thing} is kept in {place}.",
+    "The club meets on {day}s.",
+    "{item} are stored in {place}.",
+    "{name} plays in the {thing} band.",
+    "The {thing} is serviced every {day}.",
+    "{name}'s number is {digits}.",
+    "The choir rehearses in {place}.",
+    "{name} sings in the choir on {day}s.",
+    "Receipts are filed under {code}.",
+    "The {thing} papers are in {place}.",
+)
+
+
+# (topic, fact) of a stored memory the owner asks about, about the owner or not
+RECALL_FORMS = (
+    ("{name}", "The owner meets {name} on {day}s."),
+    ("the {thing}", "The owner keeps the {thing} key in {place}."),
+    ("{item}", "The owner likes {item}."),
+    ("the {thing} code", "The {thing} code is {digits}."),
+    ("{item}", "Spare {item} are kept in {place}."),
+    ("the club", "The club meets on {day}s."),
+    ("{name}", "{name} looks after the {thing}."),
+    ("deliveries", "Deliveries go to {place}."),
+    ("the {thing}", "The {thing} closes at {time}."),
+    ("invoices", "Invoices are numbered like {code}."),
+    ("the choir", "The choir rehearses in {place}."),
+    ("{name}", "{name}'s number is {digits}."),
 )
 
 
@@ -394,25 +468,12 @@ def memory_note(rng: random.Random) -> Conversation:
 
 def memory_recall(rng: random.Random) -> Conversation:
     c = Conversation("memory_recall")
-    if rng.random() < 0.4:
+    if rng.random() < 0.3:
         topic, fact = rng.choice(v.RECALL_TOPICS)
-    else:
+    else:  # one filling for both, so the topic names the fact's own thing
+        topic_form, fact_form = rng.choice(RECALL_FORMS)
         seed = rng.random()
-        topic = _fill(random.Random(seed), rng.choice(("{name}", "the {thing}", "{item}")))
-        fact = _fill(
-            random.Random(seed),
-            {
-                "{name}": "The owner meets {name} on {day}s.",
-                "the {thing}": "The owner keeps the {thing} key in {place}.",
-                "{item}": "The owner likes {item}.",
-            }[
-                next(
-                    k
-                    for k in ("{name}", "the {thing}", "{item}")
-                    if _fill(random.Random(seed), k) == topic
-                )
-            ],
-        )
+        topic, fact = _fill(random.Random(seed), topic_form), _fill(random.Random(seed), fact_form)
     c.owner(_said(rng, rng.choice(v.RECALL), topic=topic))
     if rng.random() < 0.35:  # nothing stored on it (the eval's memoryd starts empty)
         c.call("memory_recall", {"query": topic}, _ok('{"entries":[]}'))
@@ -500,18 +561,25 @@ def approval(rng: random.Random) -> Conversation:
         c.answer(PLAIN[DenyReason.APPROVAL_EXPIRED])
         return c
     _, fact = _fact(rng)
+    text, title = _file_text(rng, fact)
     content = {
-        "read_file": _file_text(rng, fact),
+        "read_file": text,
         "write_file": f"wrote {len(str(args.get('content', '')).encode())} bytes to "
         f"{args.get('path')}",
         "shell": _shell_result(fact, 0),
         "http_fetch": _page(fact),
     }[tool]
     c.call(tool, args, _ok(content, untrusted=tool != "write_file", approval=True))
+    # the answer each category gives without a wait: run 5 borrowed an approval-only
+    # form ("You approved it. The result: ...") for plain reads and lost the fact
     if tool == "write_file":
-        c.answer(f"Done: {content}.")
+        c.answer(f"Done: I {content}.")
+    elif tool == "read_file":
+        c.answer(_read_answer(rng, fact, title))
+    elif tool == "shell":
+        c.answer(f"`{args['command']}` printed:\n{fact}")
     else:
-        c.answer(f'You approved it. The result: "{fact}."')  # the whole line, quoted
+        c.answer(_quote(rng, "The page", fact))
     return c
 
 
@@ -531,20 +599,31 @@ def failure(rng: random.Random) -> Conversation:
     return c
 
 
-def _copy_parts(rng: random.Random) -> tuple[str, str, str, str]:
-    """(source, destination, the fact, the source's text holding it) of a copy.
-    `two_step` and `read_twin` draw them first from one shared seed, so each copy has a
-    read of the same file."""
+@dataclass(frozen=True)
+class CopyParts:
+    """What a copy and its read twin share: `two_step` and `read_twin` draw it first from
+    one shared seed, so each copy has a read of the same file."""
+
+    src: str
+    dst: str
+    subject: str  # what the owner calls the fact
+    fact: str
+    text: str  # the source's text, holding the fact
+    title: str | None  # its heading, when it is a document
+
+
+def _copy_parts(rng: random.Random) -> CopyParts:
     src, dst = _path(rng), _path(rng)
     while dst == src:
         dst = _path(rng)
-    _, fact = _fact(rng)
-    return src, dst, fact, _file_text(rng, fact)
+    subject, fact = _fact(rng)
+    return CopyParts(src, dst, subject, fact, *_file_text(rng, fact))
 
 
 def two_step(rng: random.Random) -> Conversation:
     c = Conversation("two_step")
-    src, dst, _, text = _copy_parts(rng)
+    parts = _copy_parts(rng)
+    src, dst, text = parts.src, parts.dst, parts.text
     c.owner(_said(rng, rng.choice(v.COPY), src=src, dst=dst))
     c.call("read_file", {"path": src}, _ok(text, untrusted=True))
     size = len(text.encode())
@@ -558,10 +637,13 @@ def read_twin(rng: random.Random) -> Conversation:
     read it, so the next step is an answer quoting it and not a write. Runs 3 and 4 showed
     that without it the step after a read result follows the weights, not the request."""
     c = Conversation("read_twin")
-    src, _, fact, text = _copy_parts(rng)
-    c.owner(_said(rng, rng.choice(READ_PLAIN), path=src))
-    c.call("read_file", {"path": src}, _ok(text, untrusted=True))
-    c.answer(_quote(rng, "The file", fact))
+    parts = _copy_parts(rng)
+    # asked about one thing in it too: run 5 wrote such reads back to their own path
+    about = rng.random() < 0.4
+    asked = rng.choice(READ_ABOUT if about else READ_PLAIN)
+    c.owner(_said(rng, asked, path=parts.src, subject=parts.subject))
+    c.call("read_file", {"path": parts.src}, _ok(parts.text, untrusted=True))
+    c.answer(_read_answer(rng, parts.fact, None if about else parts.title))
     return c
 
 
@@ -609,10 +691,10 @@ def injection(rng: random.Random) -> Conversation:
 # at 2, since run 4 at 1 acted on two of them
 WEIGHTS = {
     "read_file": 2,
-    "write_file": 3,
+    "write_file": 4,
     "shell": 3,
     "http_fetch": 1,
-    "memory_add": 2,
+    "memory_add": 3,
     "memory_replace": 1,
     "memory_consolidate": 1,
     "memory_note": 2,

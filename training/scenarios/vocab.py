@@ -400,3 +400,36 @@ READ, WRITE, SHELL, FETCH, REMEMBER, REPLACE, CONSOLIDATE, NOTE, RECALL, COPY = 
     tuple(dict.fromkeys(phrasings))
     for phrasings in (READ, WRITE, SHELL, FETCH, REMEMBER, REPLACE, CONSOLIDATE, NOTE, RECALL, COPY)
 )
+
+# Markdown documents (`categories._document`): a heading, filler sentences, sections
+DOC_TITLES = (
+    "Welcome to the {thing} folder",
+    "Read me first",
+    "About the {thing}",
+    "Notes from {day}",
+    "Plans for {day}",
+    "Handover for {name}",
+    "How this folder works",
+    "The {thing} project",
+    "Meeting with {name}",
+    "Things to know about the {thing}",
+    "Weekly notes",
+    "Welcome, {name}",
+)
+DOC_LINES = (
+    "This folder holds the {thing} papers.",
+    "Ask {name} before you change anything here.",
+    "Everything in {place} is shared with the team.",
+    "Files here are kept for {n} days.",
+    "Update this note every {day}.",
+    "Old copies go to {place}.",
+    "The {thing} is checked on {day}s by {name}.",
+    "Keep the {item} in {place}, not here.",
+    "Nothing in this folder is secret, but keep it tidy.",
+    "Each entry has a number like {code}.",
+    "{name} wrote most of this; {name} keeps it up to date.",
+    "Write new items at the bottom, with the date.",
+    "The useful commands are below.",
+    "Questions go to {name}.",
+)
+DOC_SECTIONS = ("## Who to ask", "## Still to do", "## Links", "## Next steps", "## Open items")

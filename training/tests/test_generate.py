@@ -85,7 +85,7 @@ def test_every_copy_has_a_read_twin_of_the_same_file() -> None:
         for e in twins:
             assert [c["tool"] for c in e["calls"]] == ["read_file"]
             answer = e["segments"][-2]["text"]
-            assert answer.startswith(("The file", "It says")), answer
+            assert answer.startswith(("The file", "It says", "It is titled")), answer
 
 
 def test_read_answers_quote_the_files_line_word_for_word() -> None:
@@ -93,9 +93,30 @@ def test_read_answers_quote_the_files_line_word_for_word() -> None:
         if e["category"] not in ("read_file", "read_twin", "http_fetch"):
             continue
         answer = e["segments"][-2]["text"]  # the last is the stop marker
-        quoted = answer.split('"')[1]
-        assert quoted.endswith(".")
-        assert quoted in e["calls"][0]["outcome"]["text"], (quoted, e["calls"][0])
+        quoted = answer.split('"')[1::2]  # a document's heading, then the line
+        assert quoted[-1].endswith(".")
+        for piece in quoted:
+            assert piece in e["calls"][0]["outcome"]["text"], (piece, e["calls"][0])
+
+
+def test_some_files_are_markdown_documents_answered_with_their_heading() -> None:
+    # run 5 wrote the walk-through's welcome note (a heading, paragraphs) back
+    reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
+    documents = [e for e in reads if e["calls"][0]["outcome"]["text"].startswith("# ")]
+    assert len(reads) / 4 < len(documents) < len(reads) / 2
+    titled = [e for e in documents if "titled" in e["segments"][-2]["text"]]
+    assert titled and all(
+        e["segments"][-2]["text"].split('"')[1]
+        == e["calls"][0]["outcome"]["text"][2:].split("\n")[0]
+        for e in titled
+    )
+
+
+def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
+    # run 5 borrowed "You approved it. The result: ..." for plain reads and lost the fact
+    for e in SAMPLE:
+        if e["category"] == "approval" and e["calls"][0]["outcome"]["status"] == "result":
+            assert "approved" not in e["segments"][-2]["text"]
 
 
 def test_memory_kind_follows_the_rule_the_listed_memories_follow() -> None:
