@@ -90,7 +90,6 @@ def test_an_added_link_is_in_the_layout_and_the_root_install_plan(tmp_path: Path
         log=tmp_path / "log",
         run=tmp_path / "run",
         bin=Path("/opt/boxmaker/bin"),
-        source=None,
         owner=owner,
     )
     for links, added in ((WITH_TEST_LINK, True), (LINKS, False)):

@@ -1,7 +1,7 @@
 """What the installed package may not lean on (issue 40): nothing under boxmaker/ imports
 pytest, gguf or numpy (test-only dependencies), or names a path under tests/ or scripts/
-of a checkout. The one exception is stated here: a root install runs the checkout's
-scripts/prepare-sandbox-host (`bxctl install`, which says it needs a checkout)."""
+of a checkout (a root install's prepare-sandbox-host is package data, linked from
+scripts/)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "boxmaker"
 TEST_ONLY = ("pytest", "_pytest", "gguf", "numpy")
 CHECKOUT_ONLY = ("tests", "scripts")
-# (module, the text) a root install needs: scripts/prepare-sandbox-host
-EXCEPTIONS = {
-    ("bxctl/install_cmd.py", "scripts"),
-    ("bxctl/install_plan.py", "scripts"),
-}
 
 
 def leans_on(source: str) -> list[str]:
@@ -55,8 +50,5 @@ def test_nothing_in_the_package_leans_on_a_checkout_or_a_test_dependency() -> No
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(PACKAGE).as_posix()
-        for what in leans_on(path.read_text(encoding="utf-8")):
-            text = what.split(" ", 1)[1]
-            if (module, text) not in EXCEPTIONS:
-                found.append(f"{module}: {what}")
+        found += [f"{module}: {what}" for what in leans_on(path.read_text(encoding="utf-8"))]
     assert found == []

@@ -63,17 +63,6 @@ def add_parser(commands: Any) -> None:
     install.set_defaults(handler=cmd_install)
 
 
-def source_dir() -> Path:
-    """The boxmaker checkout with scripts/prepare-sandbox-host: this bxctl's, or cwd."""
-    for here in (Path(__file__).resolve().parent.parent.parent, Path.cwd()):
-        if (here / "scripts" / "prepare-sandbox-host").is_file():
-            return here
-    raise CliError(
-        "a root install runs scripts/prepare-sandbox-host: run bxctl install from a boxmaker "
-        "checkout"
-    )
-
-
 def layout_for(args: argparse.Namespace) -> Layout:
     bin_dir = Path(sys.executable).parent
     if os.geteuid() == 0 and not args.dev:
@@ -99,7 +88,6 @@ def layout_for(args: argparse.Namespace) -> Layout:
             log=prefix / "var" / "log" / "boxmaker",
             run=prefix / "run" / "boxmaker",
             bin=bin_dir,
-            source=source_dir(),
             owner=owner,
         )
     if args.prefix is None:
@@ -112,7 +100,6 @@ def layout_for(args: argparse.Namespace) -> Layout:
         log=prefix / "log",
         run=prefix / "run",
         bin=bin_dir,
-        source=None,
         owner=pwd.getpwuid(os.getuid()).pw_name,
         workspace=(args.workspace or Path.home() / "boxmaker-workspace").absolute(),
     )

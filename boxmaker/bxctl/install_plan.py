@@ -34,7 +34,8 @@ The example grants and supervisord's templates are package data
 (`boxmaker/bxctl/data/`, linked from the checkout's `grants.example/` and
 `supervisor.conf.d/`) read with importlib.resources, so a dev install works
 from an installed wheel as well as from a checkout. A root install also runs
-the checkout's `scripts/prepare-sandbox-host`, so it still needs a checkout.
+`prepare-sandbox-host`, package data too (the checkout's `scripts/prepare-sandbox-host`
+is a link to it), so it needs no checkout either.
 
 Dev mode also makes a small workspace (`--workspace`, default
 `~/boxmaker-workspace`): `notes/` with a welcome note, `notes/keys/` with a file
@@ -81,14 +82,18 @@ class Layout:
     log: Path
     run: Path  # supervisord's socket and pid file
     bin: Path  # the console scripts
-    source: Path | None  # root install: the checkout, for scripts/prepare-sandbox-host
     owner: str
     workspace: Path | None = None  # dev mode: what the seeded grants point at
 
 
 def data_dir() -> Traversable:
-    """The package data: `grants.example/` and `supervisor.conf.d/`."""
+    """The package data: `grants.example/`, `supervisor.conf.d/`, `prepare-sandbox-host`."""
     return importlib.resources.files("boxmaker.bxctl") / "data"
+
+
+def prepare_script() -> Path:
+    """The sandbox host's preparation script, as a file a root install can run."""
+    return Path(str(data_dir() / "prepare-sandbox-host"))
 
 
 EXAMPLE_HOME = "/home/owner"  # what grants.example's paths start with
@@ -305,21 +310,19 @@ def plan(layout: Layout, links: Sequence[Link] = LINKS) -> list[Step]:
     steps += supervisor_files(layout)
     if os.access(PACKAGE_DIR, os.W_OK):  # else installed by another user, bytecode and all
         steps.append(Bytecode(PACKAGE_DIR))
-    if layout.source is not None:
+    if layout.root:
+        script = prepare_script()
         steps.append(
             Command(
-                (
-                    str(layout.source / "scripts" / "prepare-sandbox-host"),
-                    "--user",
-                    ROLE_USERS[Role.BROKERD],
-                ),
-                "the sandbox host (scripts/prepare-sandbox-host)",
+                # bash by name: package data need not keep its executable bit
+                ("bash", str(script), "--user", ROLE_USERS[Role.BROKERD]),
+                "the sandbox host (prepare-sandbox-host)",
             )
         )
         steps += boot_steps(
             bin_dir=layout.bin,
             etc=layout.etc,
             broker_user=ROLE_USERS[Role.BROKERD],
-            prepare_script=(layout.source / "scripts" / "prepare-sandbox-host").read_text(),
+            prepare_script=script.read_text(encoding="utf-8"),
         )
     return steps

@@ -37,11 +37,11 @@ from boxmaker.bxctl.boot_unit import (
     unit_path,
     unit_text,
 )
-from boxmaker.bxctl.install_plan import Layout, plan
+from boxmaker.bxctl.install_plan import Layout, plan, prepare_script
 from boxmaker.bxctl.install_steps import Command, Directory, File
 
 REPO = Path(__file__).resolve().parent.parent.parent
-PREPARE_SCRIPT = REPO / "scripts" / "prepare-sandbox-host"
+PREPARE_SCRIPT = prepare_script()
 SUPERVISORD = Path(sys.executable).parent / "supervisord"
 ETC = Path("/etc/boxmaker")
 BROKER = "bx-broker"
@@ -195,7 +195,7 @@ def test_boot_steps_install_the_script_beside_bxctl_and_the_unit(tmp_path: Path)
 
 
 def test_a_root_plan_ends_with_the_sandbox_host_and_the_boot_files(tmp_path: Path) -> None:
-    """The root install's plan (built, not applied) with a checkout as its source."""
+    """The root install's plan (built, not applied): the packaged script, run and copied."""
     etc, bin_dir = tmp_path / "etc" / "boxmaker", tmp_path / "bin"
     layout = Layout(
         root=True,
@@ -204,13 +204,12 @@ def test_a_root_plan_ends_with_the_sandbox_host_and_the_boot_files(tmp_path: Pat
         log=tmp_path / "var" / "log" / "boxmaker",
         run=tmp_path / "run" / "boxmaker",
         bin=bin_dir,
-        source=REPO,
         owner=pwd.getpwuid(os.getuid()).pw_name,
     )
     steps = plan(layout)
     prepare, directory, script, unit = steps[-4:]
     assert isinstance(prepare, Command)
-    assert prepare.argv == (str(PREPARE_SCRIPT), "--user", BROKER)
+    assert prepare.argv == ("bash", str(PREPARE_SCRIPT), "--user", BROKER)
     assert isinstance(directory, Directory)
     assert directory.path == unit_path(etc).parent
     assert isinstance(script, File)
@@ -229,7 +228,6 @@ def test_a_dev_plan_has_no_boot_files(tmp_path: Path) -> None:
         log=tmp_path / "log",
         run=tmp_path / "run",
         bin=tmp_path / "bin",
-        source=None,
         owner=pwd.getpwuid(os.getuid()).pw_name,
     )
     paths = [step.path for step in plan(layout) if isinstance(step, File)]

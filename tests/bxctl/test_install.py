@@ -301,7 +301,6 @@ def test_a_root_plan_gives_each_role_its_user_its_links_and_its_files(tmp_path: 
         log=tmp_path / "log",
         run=tmp_path / "run",
         bin=Path("/opt/boxmaker/bin"),
-        source=None,
         owner=owner,
     )
     steps = plan(layout)
