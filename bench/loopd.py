@@ -15,7 +15,14 @@ loopd drives, the adapter applied, and the first line names it):
   That is the limit; the ratio must be at least 0.97 (issue 25). Both sides run
   each round from the same restored state, each side first in turn, each until a
   stop token or REPLY_TOKENS (a rate: the tokens made over the time). The median
-  round of each side counts. Also printed: the fastest of each, and loopd's own
+  round of each side counts. The owner's turns (GEN_PROMPTS) ask for a long text to
+  be written to a file: the adapted model answers a story request in a dozen tokens,
+  and over a dozen tokens a turn's fixed cost (the socket, the log's fsyncs, some
+  3 to 4 ms) is what the ratio would measure (0.91 to 0.93 in December 2026, on
+  12-token replies); a write call carries its whole text, so the replies run to
+  REPLY_TOKENS. The turn limits allow no call, so the call is written, logged and
+  not run. Under half of REPLY_TOKENS a round on the median is an error, not a
+  figure. `--only generation` runs this part alone, on a freshly loaded model. Also printed: the fastest of each, and loopd's own
   part of a turn (the client's time less the model's generate call, as
   RecordingModel times it: the socket, the log's appends and fsyncs, the prompt).
 - time to the first content or reasoning event: from sending a turn over
@@ -123,7 +130,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -187,6 +194,25 @@ COMPACTION_CONTEXT = 2048
 COMPACTION_REPLY = 200  # tokens of each reply written to the log
 COMPACTION_ROUNDS = 8
 COMPACTION_LIMIT = 1.1
+# the generation part's turns: a write whose text fills a reply (see the docstring)
+GEN_PROMPTS = [
+    "Write this to /srv/bench/letter.txt: Dear neighbours, the courtyard will be closed "
+    "from Monday to Friday next week while the old paving stones are lifted and the "
+    "drains underneath are replaced, so please use the side gate by the bicycle shed "
+    "and keep the path clear for the builders' wheelbarrows.",
+    "Save this in /srv/bench/recipe.md: Soak the beans overnight, drain them, and cook "
+    "them slowly with two onions, three cloves of garlic, a bay leaf and a spoon of "
+    "smoked paprika until they are soft; season with salt at the end, never at the "
+    "start, or the skins will stay hard however long they simmer.",
+    "Put this into /srv/bench/trip.txt: We leave the harbour at seven, sail north along "
+    "the coast past the lighthouse and the two small islands, stop for lunch in the "
+    "sheltered bay where the water is calm, and come back before the evening wind "
+    "picks up and the tide turns against us near the river mouth.",
+    "Write this to /srv/bench/minutes.txt: The committee agreed to repaint the hall in "
+    "the spring, to ask three firms for prices before the end of the month, to move the "
+    "book sale to the first Saturday of June, and to thank the volunteers who cleared "
+    "the garden after the storm knocked down the old fence.",
+]
 TEMPLATE = (
     Path(__file__).parent.parent / "tests" / "fixtures" / "chat_templates" / "Qwen3.5-4B.jinja"
 )
@@ -587,13 +613,16 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where work files go")
     parser.add_argument(
         "--only",
-        choices=["switch", "compaction", "template"],
+        choices=["generation", "switch", "compaction", "template"],
         default=None,
-        help="run one part alone (switch: the switch of sessions; compaction: the first "
+        help="run one part alone (generation: loopd's generation rate; switch: the switch "
+        "of sessions; compaction: the first "
         "turn after a compaction; template: a prompt rendered through the template worker)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bx-bench-", dir=args.dir) as work:
+        if args.only == "generation":
+            return run_generation(Path(work))
         if args.only == "switch":
             return run_switch(Path(work))
         if args.only == "compaction":
@@ -618,6 +647,18 @@ def at_context(config: LoopdConfig, context: int) -> LoopdConfig:
     return config.model_copy(update={"model": config.model.model_copy(update={"context": context})})
 
 
+def run_generation(work: Path) -> int:
+    """The generation rate alone (`--only generation`), on a freshly loaded model."""
+    config = bench_config(work)
+    limits = TurnLimits(max_tool_calls=0, max_tokens=REPLY_TOKENS, reply_tokens=REPLY_TOKENS)
+    llama = load_model(config)
+    generation = generation_part(work, llama, RecordingModel(llama), work / "home", limits)
+    failed = print_generation(generation)
+    for line in failed:
+        print(f"  OUTSIDE THE LIMIT: {line}")
+    return 1 if failed else 0
+
+
 def run_switch(work: Path) -> int:
     """The switch of sessions alone (`--only switch`), on a freshly loaded model."""
     failed = switch_part(load_model(bench_config(work)))
@@ -640,6 +681,91 @@ def run_template(work: Path) -> int:
     for line in failed:
         print(f"  OUTSIDE THE LIMIT: {line}")
     return 1 if failed else 0
+
+
+@dataclass
+class Generation:
+    """The generation part's rounds: each side's rate, loopd's own part of each turn."""
+
+    loopd_rates: list[float]
+    raw_rates: list[float]
+    turn_own: list[float]  # a turn's time less its generate call
+    tokens: int
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.loopd_rates) / statistics.median(self.raw_rates)
+
+
+def generation_part(
+    work: Path, llama: LlamaModel, model: RecordingModel, home: Path, limits: TurnLimits
+) -> Generation:
+    """ROUNDS turns of GEN_PROMPTS through loopd (`model` records `llama`), each against
+    llama-cpp-python's `Llama.generate` from the same restored state (the docstring's
+    first figure)."""
+    llm = llama._llm  # the Llama object loopd drives: the limit is measured on it
+    sampling = llama._sampling
+    stop = {llm.token_eos(), *llama.tokenize("<end_of_turn>", special=True)}
+    loopd = start_loopd(work, model, home=home, limits=limits)
+    result = Generation([], [], [], 0)
+    try:
+        turn(loopd.turn, "gen", "Hello.", False)  # the switch of sessions, not timed
+        logs = SessionLogs(loopd.home)
+        for n in range(ROUNDS):
+            text = GEN_PROMPTS[n % len(GEN_PROMPTS)]
+            prompt = next_prompt(loopd, logs, "gen", text)
+            state = llm.save_state()
+            for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
+                llm.load_state(state)  # both sides start from the state saved above
+                if side == "raw":
+                    rate = partial(raw_rate_of, llm, prompt, sampling, stop, REPLY_TOKENS)
+                    result.raw_rates.append(llama.on_model_thread(rate))
+                    continue
+                took = turn(loopd.turn, "gen", text, True)
+                call = model.calls[-1]
+                if call.prompt != prompt:
+                    raise SystemExit("loopd's prompt is not the one rendered for the limit")
+                count = len(call.generation.ids)
+                result.tokens += count
+                result.loopd_rates.append(count / took)
+                result.turn_own.append(took - (call.ended - call.started))
+    finally:
+        loopd.stop()
+    per_round = result.tokens / ROUNDS
+    if per_round < REPLY_TOKENS / 2:
+        raise SystemExit(
+            f"the generation part's replies came to {per_round:.0f} tokens a round, under half "
+            f"of {REPLY_TOKENS}: the ratio would measure a turn's fixed cost, not generation; "
+            "GEN_PROMPTS must draw longer replies from this model"
+        )
+    return result
+
+
+def print_generation(generation: Generation) -> list[str]:
+    """The generation part's lines; what was outside its limit."""
+    loopd_rates, raw_rates = generation.loopd_rates, generation.raw_rates
+    print(
+        f"generation: {ROUNDS} turns over loop.sock, {generation.tokens} tokens generated "
+        "(each a write call carrying its text); the median round of each side"
+    )
+    print(
+        f"  llama-cpp-python Llama.generate, same prompt:  "
+        f"{statistics.median(raw_rates):8.1f} tokens/s (the limit)"
+    )
+    print(
+        f"  through loopd (turn over loop.sock):          "
+        f"{statistics.median(loopd_rates):8.1f} tokens/s"
+        f"  ratio {generation.ratio:.3f} (at least {GEN_LIMIT})"
+    )
+    print(
+        f"  the fastest round of each: {max(raw_rates):.1f} and {max(loopd_rates):.1f} tokens/s, "
+        f"ratio {max(loopd_rates) / max(raw_rates):.3f}; loopd's own part of a turn (its time "
+        f"less the model's generate call), median "
+        f"{statistics.median(generation.turn_own) * 1000:.1f} ms (printed, not judged)"
+    )
+    if generation.ratio < GEN_LIMIT:
+        return [f"generation ratio {generation.ratio:.3f} < {GEN_LIMIT}"]
+    return []
 
 
 def run(work: Path) -> int:
@@ -676,37 +802,9 @@ def run(work: Path) -> int:
             del llama, model, loopd
 
     # --- generation speed: loopd against llama-cpp-python on the same prompt ------------
-    llm = llama._llm  # the Llama object loopd drives: the limit is measured on it
+    generation = generation_part(work, llama, model, home, limits)
+    llm = llama._llm  # the Llama object loopd drives: the limits are measured on it
     sampling = llama._sampling
-    stop = {llm.token_eos(), *llama.tokenize("<end_of_turn>", special=True)}
-    loopd = start_loopd(work, model, home=home, limits=limits)
-    loopd_rates: list[float] = []
-    turn_own: list[float] = []  # a turn's time less its generate call: loopd's own part
-    raw_rates: list[float] = []
-    tokens = 0
-    try:
-        turn(loopd.turn, "gen", "Hello.", False)  # the switch of sessions, not timed
-        logs = SessionLogs(loopd.home)
-        for n in range(ROUNDS):
-            text = PROMPTS[n % len(PROMPTS)]
-            prompt = next_prompt(loopd, logs, "gen", text)
-            state = llm.save_state()
-            for side in ("loopd", "raw") if n % 2 == 0 else ("raw", "loopd"):
-                llm.load_state(state)  # both sides start from the state saved above
-                if side == "raw":
-                    rate = partial(raw_rate_of, llm, prompt, sampling, stop, REPLY_TOKENS)
-                    raw_rates.append(llama.on_model_thread(rate))
-                    continue
-                took = turn(loopd.turn, "gen", text, True)
-                call = model.calls[-1]
-                if call.prompt != prompt:
-                    raise SystemExit("loopd's prompt is not the one rendered for the limit")
-                count = len(call.generation.ids)
-                tokens += count
-                loopd_rates.append(count / took)
-                turn_own.append(took - (call.ended - call.started))
-    finally:
-        loopd.stop()
 
     # --- time to the first content event: loopd against llama-cpp-python -----------------
     # Short replies, many rounds, each side first in turn; both from the same restored
@@ -769,9 +867,6 @@ def run(work: Path) -> int:
             (name, result.count, count, neutralise_time(text, tags), per_token * count)
         )
 
-    loopd_rate = statistics.median(loopd_rates)
-    raw_rate = statistics.median(raw_rates)
-    gen_ratio = loopd_rate / raw_rate
     loopd_first = statistics.median(first for first, _ in loopd_firsts)
     released_with = max(released for _, released in loopd_firsts)
     raw_first = statistics.median(raw_firsts)
@@ -783,21 +878,7 @@ def run(work: Path) -> int:
         f" {config.model.threads} threads, "
         f"context {config.model.context}, replies up to {REPLY_TOKENS} tokens"
     )
-    print(
-        f"generation: {ROUNDS} turns over loop.sock, {tokens} tokens generated; "
-        "the median round of each side"
-    )
-    print(f"  llama-cpp-python Llama.generate, same prompt:  {raw_rate:8.1f} tokens/s (the limit)")
-    print(
-        f"  through loopd (turn over loop.sock):          {loopd_rate:8.1f} tokens/s"
-        f"  ratio {gen_ratio:.3f} (at least {GEN_LIMIT})"
-    )
-    print(
-        f"  the fastest round of each: {max(raw_rates):.1f} and {max(loopd_rates):.1f} tokens/s, "
-        f"ratio {max(loopd_rates) / max(raw_rates):.3f}; loopd's own part of a turn (its time "
-        f"less the model's generate call), median {statistics.median(turn_own) * 1000:.1f} ms "
-        "(printed, not judged)"
-    )
+    failed = print_generation(generation)
     print(
         f"time to the first content event: {FIRST_ROUNDS} turns over loop.sock, each side first "
         "in turn, the same prompt tokens and state; the median of each side"
@@ -834,7 +915,6 @@ def run(work: Path) -> int:
         f"the fastest of {NEUTRALISE_ROUNDS}, over evaluating it ({per_token * 1000:.2f} ms a "
         f"token: Llama.eval of {len(chunk)} tokens from a reset state, scaled)"
     )
-    failed = []
     for name, disarmed, count, took, evaluating in neutralised:
         ratio = took / evaluating
         print(
@@ -846,9 +926,7 @@ def run(work: Path) -> int:
             failed.append(f"neutralising ratio {name} {ratio:.5f} > {NEUTRALISE_LIMIT}")
     failed += switch_part(llama)
     failed += compaction_part(work, at_context(config, COMPACTION_CONTEXT))
-    failed += template_part(REPLY_TOKENS / max(raw_rates))
-    if gen_ratio < GEN_LIMIT:
-        failed.append(f"generation ratio {gen_ratio:.3f} < {GEN_LIMIT}")
+    failed += template_part(REPLY_TOKENS / max(generation.raw_rates))
     if content_ratio > CONTENT_LIMIT:
         failed.append(f"first-content ratio {content_ratio:.3f} > {CONTENT_LIMIT}")
     if ttft_ratio > TTFT_LIMIT:
