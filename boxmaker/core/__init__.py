@@ -10,7 +10,8 @@ contract; `|` keeps a floor's rooms apart):
                          sanitizer and its character tables
     audit | model        the audit log's records, views, chain and checkpoints; the
                          model's language (templates, dialects, call syntaxes,
-                         reasoning, sampling, the context budget)
+                         reasoning, sampling, the context budget, a served
+                         model's token-id protocol)
     grants | home        the tool table, arguments, paths and hosts, grant files,
                          decisions and deny reasons; the home's layout, links, secrets
     ground               errors, fitting, timestamps, hashes, ids, labels, runbook,

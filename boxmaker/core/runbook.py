@@ -41,6 +41,8 @@ class Runbook(StrEnum):
     LOOPD_GPU_SETTINGS = "loopd-gpu-settings"
     LOOPD_MODEL_TOO_BIG = "loopd-model-too-big"
     LOOPD_CONTEXT_FULL = "loopd-context-full"
+    LOOPD_BACKEND_UNREACHABLE = "loopd-backend-unreachable"
+    LOOPD_BACKEND_MISMATCH = "loopd-backend-mismatch"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"
     MEMORY_WRITE_REFUSED = "memory-write-refused"

@@ -5,11 +5,15 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 `/var/lib/boxmaker`. An absent or empty socket path means its default under home.
 
     [paths]   home
-    [model]   path ("" = the embedded default model), adapter (a llama.cpp LoRA
-              adapter GGUF applied to the model: "auto", the default, is the
-              adapter boxmaker ships for the embedded model, and none for any
-              other; "none" or "" is none; else the adapter file's path:
-              `boxmaker.loopd.adapter`), template ("auto": the model
+    [model]   backend ("in-process", the default; or "llama-server": the forward passes
+              on the llama-server at `server`, http:// or https://, driven by token
+              ids, each read waiting server_timeout_ms at most, 600,000:
+              `boxmaker.loopd.server_model`; the other keys of where it runs are
+              then the server's own), path ("" = the embedded default model),
+              adapter (a llama.cpp LoRA adapter GGUF applied to the model:
+              "auto", the default, is the adapter boxmaker ships for the
+              embedded model, and none for any other; "none" or "" is none;
+              else the adapter file's path: `boxmaker.loopd.adapter`), template ("auto": the model
               file's own chat template, else the hand-written format its markers
               name; or one of "gemma", "chatml", "llama3", "phi3", "mistral",
               "deepseek_r1", "gemma4":
@@ -57,7 +61,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from boxmaker.core.home.layout import HOME_VARIABLE, client_socket, socket_path
 from boxmaker.core.home.links import LOOP, LOOP_BROKER, LOOP_MEMORY
@@ -90,6 +94,11 @@ def _gpu_layers(value: object) -> object:
 
 
 class ModelSection(Section):
+    # where the forward passes run: in this process (llama-cpp-python), or on a
+    # llama-server at `server`, driven by token ids (`boxmaker.loopd.server_model`)
+    backend: Literal["in-process", "llama-server"] = "in-process"
+    server: str = ""  # the server's address, http:// or https:// (backend llama-server)
+    server_timeout_ms: int = Field(default=600_000, ge=1)  # each read from the server
     path: str = ""
     # "auto": the shipped adapter for the embedded model, none for another; "none" (or
     # ""): none; else an adapter GGUF file's path (`boxmaker.loopd.adapter`)
@@ -118,6 +127,14 @@ class ModelSection(Section):
     kv_type: KvType = "f16"
     batch: int = Field(default=512, ge=1)
     ubatch: int = Field(default=512, ge=1)
+
+    @model_validator(mode="after")
+    def _server_named(self) -> ModelSection:
+        if self.backend != "in-process" and not self.server:
+            raise ValueError(
+                f'backend "{self.backend}" needs the server\'s address: server = "http://..."'
+            )
+        return self
 
 
 class BrokerSection(Section):

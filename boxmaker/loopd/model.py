@@ -62,10 +62,12 @@ __all__ = [
     "ContextFullError",
     "Generation",
     "LlamaModel",
+    "LoadedModel",
     "Model",
     "NoVocabulary",
     "Sampling",
     "Vocabulary",
+    "VocabularyParts",
     "Wrapping",
 ]
 
@@ -141,6 +143,18 @@ class Model(Vocabulary, Protocol):
         """Generate a reply to `prompt`, calling `on_text` with its text as it comes:
         each piece complete UTF-8, all of them together exactly `Generation.text`."""
         ...
+
+
+class LoadedModel(Model, Protocol):
+    """What loopd's start reads of the model it loaded, in-process (`LlamaModel`) or on
+    a server (`loopd.server_model.ServerModel`)."""
+
+    adapter: Adapter | None  # the LoRA adapter loopd applied (None: none)
+    offloaded: tuple[int, int] | None  # llama.cpp's count of layers on the GPU
+    architecture: str | None
+    plain_tokens: tuple[str, ...]
+
+    def show(self, texts: Sequence[str]) -> None: ...
 
 
 class NoVocabulary:
@@ -250,21 +264,15 @@ class LlamaModel:
         )
         threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
         weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
-        metadata = self._llm.metadata
-        # the file's default template, or the named one loopd renders instead
-        # (`core.model.named_templates`: `tool_use` where the file has it, loopd giving tools)
-        self.template_choice: ChosenTemplate | None = choose_template(metadata, tools=GIVES_TOOLS)
-        choice = self.template_choice
-        self.chat_template: str | None = choice.source if choice is not None else None
-        architecture = metadata.get("general.architecture")
-        self.architecture: str | None = architecture if isinstance(architecture, str) else None
-        self.bos_text = special_text(self._llm, self._llm.token_bos())
-        self.eos_text = special_text(self._llm, self._llm.token_eos())
-        self.add_bos = str(metadata.get("tokenizer.ggml.add_bos_token")) == "true"
-        # every token text could produce that is not plain text (docs/markers.md)
-        vocabulary = LlamaVocabulary(self._llm)
-        self.markers: tuple[Marker, ...] = build_markers(vocabulary)
-        self.plain_tokens = tuple(plain_user_defined(vocabulary, self.markers))
+        parts = VocabularyParts.read(self._llm)
+        self.template_choice: ChosenTemplate | None = parts.template_choice
+        self.chat_template: str | None = parts.chat_template
+        self.architecture: str | None = parts.architecture
+        self.bos_text = parts.bos_text
+        self.eos_text = parts.eos_text
+        self.add_bos = parts.add_bos
+        self.markers: tuple[Marker, ...] = parts.markers
+        self.plain_tokens = parts.plain_tokens
 
     @property
     def sampling(self) -> Sampling:
@@ -429,6 +437,43 @@ class LlamaModel:
             return True
         lowest: int = self._llama_cpp.llama_memory_seq_pos_min(self._llm._ctx.memory, 0)
         return lowest <= max(0, start - self._n_swa + 1)
+
+
+@dataclass(frozen=True)
+class VocabularyParts:
+    """What loopd reads of a llama-cpp-python `Llama`'s vocabulary (a full load or
+    `vocab_only=True`): the `Vocabulary` protocol's parts, its architecture, and the
+    user-defined tokens that are plain text."""
+
+    template_choice: ChosenTemplate | None
+    chat_template: str | None
+    architecture: str | None
+    bos_text: str
+    eos_text: str
+    add_bos: bool
+    markers: tuple[Marker, ...]
+    plain_tokens: tuple[str, ...]  # their texts
+
+    @classmethod
+    def read(cls, llm: Any) -> VocabularyParts:
+        metadata = llm.metadata
+        # the file's default template, or the named one loopd renders instead
+        # (`core.model.named_templates`: `tool_use` where the file has it, loopd giving tools)
+        choice = choose_template(metadata, tools=GIVES_TOOLS)
+        architecture = metadata.get("general.architecture")
+        # every token text could produce that is not plain text (docs/markers.md)
+        vocabulary = LlamaVocabulary(llm)
+        markers = build_markers(vocabulary)
+        return cls(
+            template_choice=choice,
+            chat_template=choice.source if choice is not None else None,
+            architecture=architecture if isinstance(architecture, str) else None,
+            bos_text=special_text(llm, llm.token_bos()),
+            eos_text=special_text(llm, llm.token_eos()),
+            add_bos=str(metadata.get("tokenizer.ggml.add_bos_token")) == "true",
+            markers=markers,
+            plain_tokens=tuple(plain_user_defined(vocabulary, markers)),
+        )
 
 
 @dataclass(frozen=True)

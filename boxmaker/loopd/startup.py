@@ -28,12 +28,16 @@ self-test's heavy part, and the log. `start_model`, in order:
        format's self-test; then the marker self-test, whose pass is remembered.
 
 Any of them failing is a StartupError: one line, with its runbook pointer.
+
+With `[model] backend = "llama-server"` (`start_served`), steps 1, 2 and 4 are the
+server's; loopd holds it to the model file's vocabulary instead
+(`boxmaker.loopd.server_model`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -43,7 +47,7 @@ from boxmaker.core.errors import StartupError
 from boxmaker.core.model.context_fit import ContextFit, ContextFitError, fit_context
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.offload import Offload
-from boxmaker.core.model.sampling import sampling_for
+from boxmaker.core.model.sampling import Sampling, sampling_for
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import Adapter, AdapterFile, check_adapter, resolve
 from boxmaker.loopd.adapter import describe as describe_adapter
@@ -61,7 +65,7 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
     unlisted,
 )
-from boxmaker.loopd.model import LlamaModel, embedded_model_path
+from boxmaker.loopd.model import LlamaModel, LoadedModel, embedded_model_path
 from boxmaker.loopd.placement import placement, plan, to_argument
 from boxmaker.loopd.probe import ProbeResult, probe_command, run_probe
 from boxmaker.loopd.probe_cache import (
@@ -73,6 +77,8 @@ from boxmaker.loopd.probe_cache import (
     remembered_metadata,
     tags_key,
 )
+from boxmaker.loopd.server_link import ServerLink
+from boxmaker.loopd.server_model import ServerModel
 
 log = logging.getLogger("loopd")
 
@@ -83,7 +89,7 @@ TAGS_POINTER = Runbook.LOOPD_TAGS_UNEXPECTED.pointer
 class Loaded:
     """The model `start_model` loaded and checked, and what loopd serves it with."""
 
-    model: LlamaModel
+    model: LoadedModel
     dialect: Dialect
     fit: ContextFit  # the context it resolved
     placed: str  # where the model runs, as `event=model_placed` said
@@ -91,6 +97,8 @@ class Loaded:
 
 def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> Loaded:
     """Steps 1 to 5 above. `probe_argv` replaces the probe child's command (tests)."""
+    if config.model.backend == "llama-server":
+        return start_served(config)
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
     backend = read_backend()
@@ -103,6 +111,45 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
     placed = placement(backend, offload, model.offloaded)
     log.info("event=model_placed %s", placed)
     log.info("event=adapter %s", describe_adapter(model.adapter))
+    return Loaded(model, speak(config, model, tags, tags_passed), fit, placed)
+
+
+def start_served(config: LoopdConfig) -> Loaded:
+    """`[model] backend = "llama-server"`: steps 1, 2 and 4 are the server's (it loaded
+    the model, its context is its own, so is where it runs). loopd reads the model
+    file's vocabulary here, holds the server to it (`server_model.check_server`), and
+    goes on with step 3 and 5 as in-process."""
+    settings = config.model
+    tags_passed = tags_key(model_path(config))
+    remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
+    tags = None if remembered_tags else start_tag_check(config)
+    link = ServerLink(settings.server, timeout_s=settings.server_timeout_ms / 1000)
+    owner = owner_sampling(config)
+    model = ServerModel(model_path(config), link=link, seed=settings.seed, sampling=owner(None))
+    # the embedded model is served with its shipped adapter (`--lora`, docs/backends.md)
+    embedded = not settings.path and settings.adapter == "auto"
+    model.sampling = owner(model.architecture, adapted=embedded)
+    fit = ContextFit(
+        context=model.context,
+        trained=None,
+        kv_bytes_per_token=None,
+        other_bytes_per_token=None,
+        kv_bytes=None,
+        other_bytes=None,
+        saved_bytes=None,
+        why="the server's own (/props n_ctx)",
+    )
+    placed = f"backend=llama-server server={link.address} context={model.context}"
+    log.info("event=model_placed %s", placed)
+    log.info("event=adapter the server's (llama-server --lora)")
+    return Loaded(model, speak(config, model, tags, tags_passed), fit, placed)
+
+
+def speak(
+    config: LoopdConfig, model: LoadedModel, tags: TagCheck | None, tags_passed: str
+) -> Dialect:
+    """Step 5: the model's dialect, the chat format's self-test, the marker self-test
+    (its heavy part `tags`, or None where it passed before), whose pass is remembered."""
     dialect, chosen = choose_dialect(config, model)
     model.show(dialect.shown)
     log.info("event=dialect %s syntax=%s", chosen, dialect.syntax)
@@ -118,7 +165,7 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
             remember(config.home, tags_passed, len(model.markers), 0.0, TAGS_RECORD)
         except OSError as exc:  # the next start checks again: slower, never weaker
             log.warning("event=tags_not_remembered %s", exc)
-    return Loaded(model, dialect, fit, placed)
+    return dialect
 
 
 TagCheck = Future[tuple[tuple[Marker, ...], list[str]]]
@@ -143,7 +190,7 @@ def start_tag_check(config: LoopdConfig) -> TagCheck:
         pool.shutdown(wait=False)
 
 
-def check_tags(model: LlamaModel, dialect: Dialect, started: TagCheck | None = None) -> None:
+def check_tags(model: LoadedModel, dialect: Dialect, started: TagCheck | None = None) -> None:
     """The marker self-test (`boxmaker.loopd.markers.check_markers`): StartupError,
     one line naming the first few problems, when it fails. With `started`, its heavy
     part is the one `start_tag_check` ran, for the same markers as the model's."""
@@ -180,7 +227,7 @@ def check_marker_list(config: LoopdConfig) -> int:
     return len(markers)
 
 
-def check_required_tags(model: LlamaModel, dialect: Dialect) -> None:
+def check_required_tags(model: LoadedModel, dialect: Dialect) -> None:
     """The cheap part of the marker self-test, for a start whose heavy part is remembered
     (`loopd.probe_cache`): the chat format's markers must be in the model's list."""
     problems = unlisted(model.markers, format_markers(dialect))
@@ -291,6 +338,18 @@ def probe(
     return result
 
 
+def owner_sampling(config: LoopdConfig) -> Callable[..., Sampling]:
+    """`sampling_for` with every sampling key the owner set in `[model]`."""
+    settings = config.model
+    return partial(
+        sampling_for,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k,
+        repeat_penalty=settings.repeat_penalty,
+    )
+
+
 def load_model(
     config: LoopdConfig,
     offload: Offload | None = None,
@@ -308,13 +367,7 @@ def load_model(
     if fit is None:
         fit = resolve_context(config, offload=offload)
     settings = config.model
-    owner = partial(
-        sampling_for,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        top_k=settings.top_k,
-        repeat_penalty=settings.repeat_penalty,
-    )
+    owner = owner_sampling(config)
     model = LlamaModel(
         path,
         context=fit.context,
