@@ -64,6 +64,7 @@ __all__ = [
     "LlamaModel",
     "LoadedModel",
     "Model",
+    "ModelUnavailableError",
     "NoVocabulary",
     "Sampling",
     "Vocabulary",
@@ -535,6 +536,11 @@ class SavedState:
 
 class ContextFullError(BoxmakerError):
     """The conversation no longer fits the model's context."""
+
+
+class ModelUnavailableError(BoxmakerError):
+    """The model could not finish a reply: its server went away or broke the protocol
+    (its text is one line, with the runbook pointer). Nothing of the reply is kept."""
 
 
 def _run_jobs(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None]) -> None:

@@ -37,7 +37,12 @@ from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import load_llama
 from boxmaker.loopd.markers import Marker
-from boxmaker.loopd.model import ContextFullError, Generation, VocabularyParts
+from boxmaker.loopd.model import (
+    ContextFullError,
+    Generation,
+    ModelUnavailableError,
+    VocabularyParts,
+)
 from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
 
 PROBE_TEXT = "Hello, wörld! 12 345\n\t<b>ünïcode</b> 你好 🙂 a  b"
@@ -126,9 +131,12 @@ class ServerModel:
             out: list[int] = []
             pieces: list[str] = []
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            finished = False
+            finished = ended = False
             evaluated = len(prompt)
-            lines = self._link.stream("/completion", body)
+            try:
+                lines = self._link.stream("/completion", body)
+            except ServerUnreachableError as exc:
+                raise self._unavailable(exc) from exc
             try:
                 for line in lines:
                     event = read_event(line)
@@ -148,13 +156,27 @@ class ServerModel:
                         if pieces[-1]:
                             on_text(pieces[-1])
                     if event.last or finished or len(out) >= max_tokens:
+                        ended = True
                         break
+            except (ServerUnreachableError, ServedReplyError) as exc:
+                raise self._unavailable(exc) from exc
             finally:
                 lines.close()  # the server stops a completion whose client left
+            if not ended:
+                raise self._unavailable(
+                    ServerUnreachableError(
+                        f"the server at {self._link.address} ended a completion without "
+                        "its last event"
+                    )
+                )
             pieces.append(decoder.decode(b"", final=True))
             if pieces[-1]:
                 on_text(pieces[-1])
             return Generation(tuple(out), "".join(pieces), len(prompt), evaluated, finished)
+
+    @staticmethod
+    def _unavailable(exc: Exception) -> ModelUnavailableError:
+        return ModelUnavailableError(f"{exc}; {Runbook.LOOPD_BACKEND_UNREACHABLE.pointer}")
 
     def _is_eog(self, token: int) -> bool:
         return bool(self._llama_cpp.llama_vocab_is_eog(self._vocab, token))

@@ -75,7 +75,7 @@ from boxmaker.loopd.compaction import Compactor, NoRoomError
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_fit import fit_memory
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
-from boxmaker.loopd.model import ContextFullError, Model
+from boxmaker.loopd.model import ContextFullError, Model, ModelUnavailableError
 from boxmaker.loopd.prompting import Prompter
 from boxmaker.loopd.replying import Replier
 from boxmaker.loopd.session_log import (
@@ -199,6 +199,9 @@ class TurnLoop:
                     f"The turn stopped: the conversation fills the model's context "
                     f"({len(prompt)} tokens); {Runbook.LOOPD_CONTEXT_FULL.pointer}."
                 )
+            except ModelUnavailableError as exc:  # nothing of the reply is logged
+                log.warning("event=model_unavailable session=%s %s", session, exc)
+                return f"The turn stopped: {exc}."
             generated += len(generation.ids)
             if generation.repeated is not None:
                 # only repeating itself: unfinished, like a reply cut off by the budget

@@ -619,6 +619,28 @@ def test_a_reply_that_fills_the_context_ends_the_turn_with_a_message(place: Home
     assert content.endswith("see runbook.md#loopd-context-full.")
 
 
+def test_a_model_server_gone_mid_reply_ends_the_turn_and_keeps_the_log_whole(
+    place: Home,
+) -> None:
+    from boxmaker.loopd.model import ModelUnavailableError
+
+    class GoneModel(ScriptedModel):
+        def generate(self, session: str, prompt: list[int], **kwargs: object) -> Generation:
+            on_text = kwargs["on_text"]
+            assert callable(on_text)
+            on_text("Half a rep")  # streamed, then the server left
+            raise ModelUnavailableError(
+                "the server at http://127.0.0.1:9 could not be reached: reset; "
+                "see runbook.md#loopd-backend-unreachable"
+            )
+
+    content, _, _ = run(place.loop(GoneModel()), "hi", session="gone")
+    assert content.startswith("The turn stopped: the server at http://127.0.0.1:9")
+    assert content.endswith("see runbook.md#loopd-backend-unreachable.")
+    logged = place.logs.open("gone").entries
+    assert [type(entry).__name__ for entry in logged] == ["UserEntry"]  # no half reply
+
+
 def test_a_result_over_its_budget_reaches_the_model_as_head_marker_tail(place: Home) -> None:
     # 262,144 bytes, what brokerd's output_bytes allows at most, lines numbered
     lines = [f"{n:06d} é output of the tool, line {n}" for n in range(1, 100_000)]
