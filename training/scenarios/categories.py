@@ -315,10 +315,19 @@ def _shell_result(output: str, status: int) -> str:
 
 
 def _url(rng: random.Random) -> str:
-    if rng.random() < 0.4:
+    """A listed URL or a made-up one. Run 6 cut the path off held-out URLs of another
+    domain ("https://tides.sample.example/" for ".../oslo"): made-up hosts of several
+    labels and domains, with paths of one to three parts."""
+    if rng.random() < 0.3:
         return rng.choice(v.URLS)
-    host = f"{_word(rng)}.{rng.choice(('example.org', 'example.com', 'example.net'))}"
-    return f"https://{host}/{_word(rng)}"
+    labels = [_word(rng) for _ in range(rng.choice((1, 1, 2)))]
+    if rng.random() < 0.3:
+        labels[-1] += "-" + _word(rng)
+    host = ".".join([*labels, rng.choice(v.DOMAINS)])
+    parts = [_word(rng) for _ in range(rng.choice((1, 1, 2, 3)))]
+    if rng.random() < 0.2:
+        parts[-1] += rng.choice((".json", ".txt", ".html", "-2026"))
+    return f"https://{host}/{'/'.join(parts)}"
 
 
 def _page(fact: str) -> str:
@@ -687,13 +696,14 @@ def injection(rng: random.Random) -> Conversation:
 
 # how many of each category in every round of the schedule: more of what runs 2 to 4
 # got wrong most (two-step copies and their read twins, writes, shell, the memory tools),
-# fewer of what they always got right (chat, fetches, replace, consolidate); injections
-# at 2, since run 4 at 1 acted on two of them
+# fewer of what they always got right (chat, replace, consolidate); injections at 2,
+# since run 4 at 1 acted on two of them; fetches back to 2, since run 6 at 1 cut the
+# path off 8 of 12 held-out URLs
 WEIGHTS = {
     "read_file": 2,
     "write_file": 4,
     "shell": 3,
-    "http_fetch": 1,
+    "http_fetch": 2,
     "memory_add": 3,
     "memory_replace": 1,
     "memory_consolidate": 1,

@@ -383,6 +383,14 @@ FACT_FORMS = (
     ("the {thing} key", "pick up the {thing} key from {name}"),
     ("{name}'s flight", "{name}'s flight lands at {time}"),
     ("how many {item} are left", "there are {n} {item} left"),
+    # run 6 cut held-out facts after a time or a number ("starts at 19:30." for "starts
+    # at 19:30 in the basement."): facts that go on after them
+    ("when the {thing} opens", "the {thing} opens at {time} on {day}s"),
+    ("where the meeting is", "the meeting starts at {time} in {place}"),
+    ("the {thing} setting", "keep the {thing} at {n} degrees in winter"),
+    ("what {name} paid", "{name} paid {n} euros for the {thing} last {day}"),
+    ("when the {item} came", "{n} {item} came on {day} for {name}"),
+    ("the {thing} check", "the {thing} was checked at {time} by {name}"),
 )
 # what an owner asks to be written, made up
 CONTENT_FORMS = (
@@ -433,3 +441,5 @@ DOC_LINES = (
     "Questions go to {name}.",
 )
 DOC_SECTIONS = ("## Who to ask", "## Still to do", "## Links", "## Next steps", "## Open items")
+# the domains of made-up hosts (RFC 2606 and 6761 names, and example.*)
+DOMAINS = ("example.org", "example.com", "example.net", "example", "test", "invalid")
