@@ -27,7 +27,13 @@
     │   ├── LedgerPoisonedError        an earlier audit write failed (brokerd/ledger)
     │   ├── CheckpointUnavailableError no checkpoint can be taken (brokerd/audit_checkpoint)
     │   ├── MemoryUnavailableError     memoryd gave no memory block (loopd/memory_port)
-    │   └── CgroupError                per-call cgroups cannot be made (sandbox/cgroups)
+    │   ├── CgroupError                per-call cgroups cannot be made (sandbox/cgroups)
+    │   ├── ServerUnreachableError     a model server cannot be reached, broke off, or
+    │   │                              answered with an HTTP error (loopd/server_link)
+    │   ├── ServedReplyError           a model server's events break the protocol
+    │   │                              (core/model/served)
+    │   └── ModelUnavailableError      the model could not finish a reply: the turn ends
+    │                                  (loopd/model)
     ├── TemplateError      the model's chat template cannot be rendered
     │   │                  (core/model/template_sandbox; ValueError)
     │   └── TemplateUnusableError  it renders, not so loopd can follow it

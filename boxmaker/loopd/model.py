@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import BoxmakerError, UnavailableError
 from boxmaker.core.home.layout import Home
 from boxmaker.core.model.named_templates import ChosenTemplate, choose_template
 from boxmaker.core.model.offload import Offload, offloaded_layers
@@ -538,7 +538,7 @@ class ContextFullError(BoxmakerError):
     """The conversation no longer fits the model's context."""
 
 
-class ModelUnavailableError(BoxmakerError):
+class ModelUnavailableError(UnavailableError):
     """The model could not finish a reply: its server went away or broke the protocol
     (its text is one line, with the runbook pointer). Nothing of the reply is kept."""
 

@@ -19,14 +19,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from boxmaker.core.display.escape import escape_arguments
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import UnavailableError
 
 USER_AGENT = "boxmaker-loopd"
 ANSWER_LIMIT = 16 * 1024 * 1024  # bytes of a whole JSON answer read at most
 LINE_LIMIT = 1024 * 1024  # bytes of one streamed line
 
 
-class ServerUnreachableError(BoxmakerError):
+class ServerUnreachableError(UnavailableError):
     """The server could not be reached, or broke off, or answered with an HTTP error."""
 
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from boxmaker.core.errors import BoxmakerError
+from boxmaker.core.errors import UnavailableError
 from boxmaker.core.model.sampling import Sampling
 
 # what llama-cpp-python's Llama.generate uses where loopd sets nothing
@@ -38,7 +38,7 @@ MIN_P = 0.05
 REPEAT_WINDOW = 64
 
 
-class ServedReplyError(BoxmakerError):
+class ServedReplyError(UnavailableError):
     """The server's answer is not what the protocol says (or it reported an error)."""
 
 
