@@ -5,9 +5,11 @@ variable is a `ConfigError` naming it. `home` defaults to `BOXMAKER_HOME`, then
 `/var/lib/boxmaker`. An absent or empty socket path means its default under home.
 
     [paths]   home
-    [model]   backend ("in-process", the default; or "llama-server": the forward passes
+    [model]   backend ("in-process", the default; "llama-server": the forward passes
               on the llama-server at `server`, http:// or https://, driven by token
-              ids, each read waiting server_timeout_ms at most, 600,000:
+              ids, each read waiting server_timeout_ms at most, 600,000; or
+              "openai-completions": likewise on a server with the OpenAI
+              completions API (vLLM, SGLang, llama-server's /v1):
               `boxmaker.loopd.server_model`; the other keys of where it runs are
               then the server's own), path ("" = the embedded default model),
               adapter (a llama.cpp LoRA adapter GGUF applied to the model:
@@ -95,9 +97,10 @@ def _gpu_layers(value: object) -> object:
 
 class ModelSection(Section):
     # where the forward passes run: in this process (llama-cpp-python), or on a
-    # llama-server at `server`, driven by token ids (`boxmaker.loopd.server_model`)
-    backend: Literal["in-process", "llama-server"] = "in-process"
-    server: str = ""  # the server's address, http:// or https:// (backend llama-server)
+    # llama-server, or a server with the OpenAI completions API, at `server`, driven by
+    # token ids (`boxmaker.loopd.server_model`)
+    backend: Literal["in-process", "llama-server", "openai-completions"] = "in-process"
+    server: str = ""  # the server's address, http:// or https:// (a served backend)
     server_timeout_ms: int = Field(default=600_000, ge=1)  # each read from the server
     path: str = ""
     # "auto": the shipped adapter for the embedded model, none for another; "none" (or

@@ -1,4 +1,6 @@
-"""A model served by llama-server, driven by token ids (issue 41, `[model] backend`).
+"""A model on a server, driven by token ids (issue 41, `[model] backend`): llama-server's
+own `/completion` (`core.model.served`), or the OpenAI completions API of vLLM, SGLang
+or llama-server (`core.model.served_openai`).
 
 I/O: loads the model file's vocabulary here (llama-cpp-python, `vocab_only`: no
 weights), and talks to the server over `ServerLink`. Everything of a turn but the
@@ -9,30 +11,48 @@ tool result spells is tokenized here as plain text. The reply comes back as ids,
 turned into text here as `LlamaModel` does it, so the log holds the same ids and text
 whichever backend made them.
 
-At start, `check_server` holds the server to the same vocabulary: its `n_vocab`, and
-its tokenizing of a probe (every marker of the vocabulary, with and without special
-parsing, and plain text) equal to this file's. A server of another model is refused
+At start the server is held to the model file's vocabulary, and an OpenAI server to
+ids as sent and ids back (`server_check`); a server of another model is refused
 (runbook.md#loopd-backend-mismatch).
+
+A streaming llama-server holds back an id whose text ends inside a character and
+sends its text with the next; its count says so, and the id is found again from this
+file's vocabulary (`core.model.withheld`), so a reply with rare characters is kept as
+the ids the model made. Ids held back at a reply's very end (a reply cut inside a
+character) cannot be, and are left out with their unfinished character.
 
 One generation at a time, as in-process: the turn loop's callers wait on one lock.
 Each session keeps to one of the server's slots where it has several (`id_slot`), the
 least recently used slot given to a new one, so a session's next turn finds its own
-prefix in the slot's cache.
+prefix in the slot's cache. On vLLM each session salts its prefix cache with a secret
+of this process (`cache_salt`), so one session cannot probe another's.
 """
 
 from __future__ import annotations
 
+import base64
 import codecs
+import ctypes
+import hashlib
+import hmac
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from boxmaker.core.errors import StartupError
 from boxmaker.core.model.named_templates import ChosenTemplate
 from boxmaker.core.model.sampling import Sampling
-from boxmaker.core.model.served import ServedReplyError, completion_body, read_event
+from boxmaker.core.model.served import (
+    ServedEvent,
+    ServedReplyError,
+    completion_body,
+    read_event,
+)
+from boxmaker.core.model.served_openai import PATH as OPENAI_PATH
+from boxmaker.core.model.served_openai import openai_body, read_openai_event
+from boxmaker.core.model.withheld import withheld_ids
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import load_llama
@@ -43,20 +63,32 @@ from boxmaker.loopd.model import (
     ModelUnavailableError,
     VocabularyParts,
 )
+from boxmaker.loopd.server_check import check_openai, check_server
 from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
 
-PROBE_TEXT = "Hello, wörld! 12 345\n\t<b>ünïcode</b> 你好 🙂 a  b"
+Api = Literal["llama-server", "openai-completions"]
 
 
 class ServerModel:
     """A GGUF model's vocabulary here, its forward passes on a llama-server."""
 
-    def __init__(self, path: Path, *, link: ServerLink, seed: int, sampling: Sampling) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        link: ServerLink,
+        seed: int,
+        sampling: Sampling,
+        api: Api = "llama-server",
+    ) -> None:
         import llama_cpp
 
         self._llama_cpp = llama_cpp
         self._lock = threading.Lock()
         self._link = link
+        self.api: Api = api
+        self._salt_key = secrets.token_bytes(32)  # this process's, never sent
+        self._pieces: dict[bytes, list[int]] | None = None
         self._seed = seed
         self._sampling = sampling
         self._vocab_llm: Any = load_llama(path, vocab_only=True)
@@ -74,7 +106,7 @@ class ServerModel:
         self.offloaded: tuple[int, int] | None = None
         self._shown: frozenset[int] = frozenset()
         self._eos: int = self._vocab_llm.token_eos()
-        served = check_server(link, self)
+        served = check_server(link, self) if api == "llama-server" else check_openai(link, self)
         self.context = served.context
         self._slots: OrderedDict[str, int] = OrderedDict()  # session -> slot, least recent first
         self._slot_count = served.slots
@@ -121,30 +153,30 @@ class ServerModel:
             room = self.context - len(prompt)
             if room <= 0:
                 raise ContextFullError(f"the prompt ({len(prompt)} tokens) fills the context")
-            body = completion_body(
-                prompt,
-                max_tokens=min(max_tokens, room),
-                sampling=self._sampling,
-                seed=self._seed,
-                slot=self._slot_of(session),
-            )
+            limit = min(max_tokens, room)
+            path, body, read = self._request(session, prompt, limit, stop)
             out: list[int] = []
             pieces: list[str] = []
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             finished = ended = False
             evaluated = len(prompt)
+            received = 0  # ids the server made and this side has, held-back ones included
+            sent = b""  # the end of the text the server sent (for held-back ids)
             try:
-                lines = self._link.stream("/completion", body)
+                lines = self._link.stream(path, body)
             except ServerUnreachableError as exc:
                 raise self._unavailable(exc) from exc
             try:
                 for line in lines:
-                    event = read_event(line)
+                    event = read(line)
                     if event is None:
                         continue
                     if event.evaluated is not None:
                         evaluated = event.evaluated
-                    for token in event.tokens:
+                    tokens = self._with_held_back(event, received, sent)
+                    received += len(tokens)
+                    sent = (sent + event.text.encode("utf-8"))[-4:]
+                    for token in tokens:
                         if token in stop or token == self._eos or self._is_eog(token):
                             finished = True
                             break
@@ -155,7 +187,9 @@ class ServerModel:
                         pieces.append(decoder.decode(piece))
                         if pieces[-1]:
                             on_text(pieces[-1])
-                    if event.last or finished or len(out) >= max_tokens:
+                    if event.finished and event.eos:
+                        finished = True  # its end-of-generation id held back with a cut character
+                    if event.last or finished or len(out) >= limit:
                         ended = True
                         break
             except (ServerUnreachableError, ServedReplyError) as exc:
@@ -173,6 +207,69 @@ class ServerModel:
             if pieces[-1]:
                 on_text(pieces[-1])
             return Generation(tuple(out), "".join(pieces), len(prompt), evaluated, finished)
+
+    def _request(
+        self, session: str, prompt: list[int], limit: int, stop: set[int]
+    ) -> tuple[str, dict[str, Any], Callable[[str], ServedEvent | None]]:
+        """The path, body and event reader of a completion on this server's API."""
+        slot = self._slot_of(session)
+        if self.api == "llama-server":
+            body = completion_body(
+                prompt, max_tokens=limit, sampling=self._sampling, seed=self._seed, slot=slot
+            )
+            return "/completion", body, read_event
+        body = openai_body(
+            prompt,
+            max_tokens=limit,
+            sampling=self._sampling,
+            seed=self._seed,
+            stop=sorted(stop | {self._eos}),
+            salt=self._salt(session),
+            slot=slot,
+        )
+        return OPENAI_PATH, body, read_openai_event
+
+    def _salt(self, session: str) -> str:
+        """The session's cache salt: secret, stable in this process, 43 characters."""
+        digest = hmac.new(self._salt_key, session.encode("utf-8"), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+    def _with_held_back(self, event: ServedEvent, received: int, sent: bytes) -> tuple[int, ...]:
+        """The event's ids, after those the server held back before them (its count
+        says how many; their text leads the event's), found again from the vocabulary."""
+        if event.made is None or not event.tokens:
+            return event.tokens
+        held = event.made - received - len(event.tokens)
+        if held <= 0:
+            return event.tokens
+        text = event.text.encode("utf-8")
+        own = b"".join(self.piece(token) for token in event.tokens)
+        if not text.endswith(own):
+            raise ServedReplyError(
+                f"the server held back {held} token id(s) and its text does not end "
+                "with the ids it sent"
+            )
+        found = withheld_ids(
+            text[: len(text) - len(own)], held, before=sent, pieces=self._ids_of_piece
+        )
+        return (*found, *event.tokens)
+
+    def piece(self, token: int) -> bytes:
+        """The token's text as the server makes it (special tokens as nothing)."""
+        buffer = (ctypes.c_char * 256)()
+        size = self._llama_cpp.llama_token_to_piece(self._vocab, token, buffer, 256, 0, False)
+        return buffer.raw[: max(size, 0)]
+
+    def _ids_of_piece(self, data: bytes) -> list[int]:
+        """The ids whose text is `data`: the vocabulary read once, when first needed."""
+        if self._pieces is None:
+            index: dict[bytes, list[int]] = {}
+            for token in range(self.n_vocab()):
+                piece = self.piece(token)
+                if piece:
+                    index.setdefault(piece, []).append(token)
+            self._pieces = index
+        return self._pieces.get(data, [])
 
     @staticmethod
     def _unavailable(exc: Exception) -> ModelUnavailableError:
@@ -198,71 +295,4 @@ class ServerModel:
         return slot
 
 
-class Served:
-    """What `check_server` read of the server."""
-
-    def __init__(self, context: int, slots: int) -> None:
-        self.context = context
-        self.slots = slots
-
-
-def check_server(link: ServerLink, model: ServerModel) -> Served:
-    """The server's context and slots, after holding its vocabulary to the model file's:
-    StartupError (runbook.md#loopd-backend-mismatch) where they differ, or
-    (runbook.md#loopd-backend-unreachable) where it cannot be asked."""
-    where = link.address
-    try:
-        props = link.get("/props")
-        models = link.get("/v1/models")
-        probe = "".join(m.text for m in model.markers) + PROBE_TEXT
-        special = link.post(
-            "/tokenize", {"content": probe, "add_special": False, "parse_special": True}
-        )
-        plain = link.post(
-            "/tokenize", {"content": probe, "add_special": False, "parse_special": False}
-        )
-    except ServerUnreachableError as exc:
-        raise StartupError(f"{exc}; {Runbook.LOOPD_BACKEND_UNREACHABLE.pointer}") from exc
-    problems = []
-    served_vocab = _n_vocab(models)
-    if served_vocab != model.n_vocab():
-        problems.append(
-            f"its vocabulary has {served_vocab} tokens, the model file's {model.n_vocab()}"
-        )
-    if _tokens(special) != model.tokenize(probe, special=True):
-        problems.append("it tokenizes the markers differently")
-    if _tokens(plain) != model.tokenize(probe, special=False):
-        problems.append("it tokenizes plain text differently")
-    if problems:
-        raise StartupError(
-            f"the server at {where} does not serve the model file loopd reads "
-            f"({'; '.join(problems)}): start it with the same GGUF file; "
-            f"{Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
-        )
-    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-    context = settings.get("n_ctx") if isinstance(settings, dict) else None
-    slots = props.get("total_slots", 1) if isinstance(props, dict) else 1
-    if not isinstance(context, int) or context <= 0:
-        raise StartupError(
-            f"the server at {where} does not say its context (/props n_ctx); "
-            f"{Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
-        )
-    return Served(context, slots if isinstance(slots, int) and slots > 0 else 1)
-
-
-def _n_vocab(models: Any) -> int | None:
-    try:
-        value = models["data"][0]["meta"]["n_vocab"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return value if isinstance(value, int) else None
-
-
-def _tokens(answer: Any) -> list[int] | None:
-    tokens = answer.get("tokens") if isinstance(answer, dict) else None
-    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-        return None
-    return tokens
-
-
-__all__ = ["ServedReplyError", "ServerModel", "check_server"]
+__all__ = ["Api", "ServedReplyError", "ServerModel"]

@@ -29,9 +29,9 @@ self-test's heavy part, and the log. `start_model`, in order:
 
 Any of them failing is a StartupError: one line, with its runbook pointer.
 
-With `[model] backend = "llama-server"` (`start_served`), steps 1, 2 and 4 are the
-server's; loopd holds it to the model file's vocabulary instead
-(`boxmaker.loopd.server_model`).
+With `[model] backend = "llama-server"` or `"openai-completions"` (`start_served`),
+steps 1, 2 and 4 are the server's; loopd holds it to the model file's vocabulary
+instead (`boxmaker.loopd.server_check`).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Loaded:
 
 def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) -> Loaded:
     """Steps 1 to 5 above. `probe_argv` replaces the probe child's command (tests)."""
-    if config.model.backend == "llama-server":
+    if config.model.backend != "in-process":
         return start_served(config)
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
@@ -115,17 +115,23 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
 
 
 def start_served(config: LoopdConfig) -> Loaded:
-    """`[model] backend = "llama-server"`: steps 1, 2 and 4 are the server's (it loaded
-    the model, its context is its own, so is where it runs). loopd reads the model
-    file's vocabulary here, holds the server to it (`server_model.check_server`), and
-    goes on with step 3 and 5 as in-process."""
+    """`[model] backend = "llama-server"` or `"openai-completions"`: steps 1, 2 and 4
+    are the server's (it loaded the model, its context is its own, so is where it
+    runs). loopd reads the model file's vocabulary here, holds the server to it
+    (`server_check`), and goes on with step 3 and 5 as in-process."""
     settings = config.model
     tags_passed = tags_key(model_path(config))
     remembered_tags = remembered(config.home, tags_passed, TAGS_RECORD) is not None
     tags = None if remembered_tags else start_tag_check(config)
     link = ServerLink(settings.server, timeout_s=settings.server_timeout_ms / 1000)
     owner = owner_sampling(config)
-    model = ServerModel(model_path(config), link=link, seed=settings.seed, sampling=owner(None))
+    model = ServerModel(
+        model_path(config),
+        link=link,
+        seed=settings.seed,
+        sampling=owner(None),
+        api="openai-completions" if settings.backend == "openai-completions" else "llama-server",
+    )
     # the embedded model is served with its shipped adapter (`--lora`, docs/backends.md)
     embedded = not settings.path and settings.adapter == "auto"
     model.sampling = owner(model.architecture, adapted=embedded)
@@ -137,11 +143,11 @@ def start_served(config: LoopdConfig) -> Loaded:
         kv_bytes=None,
         other_bytes=None,
         saved_bytes=None,
-        why="the server's own (/props n_ctx)",
+        why="the server's own",
     )
-    placed = f"backend=llama-server server={link.address} context={model.context}"
+    placed = f"backend={settings.backend} server={link.address} context={model.context}"
     log.info("event=model_placed %s", placed)
-    log.info("event=adapter the server's (llama-server --lora)")
+    log.info("event=adapter the server's (llama-server --lora, vLLM --lora-modules)")
     return Loaded(model, speak(config, model, tags, tags_passed), fit, placed)
 
 

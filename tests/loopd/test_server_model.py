@@ -1,8 +1,10 @@
-"""loopd's served backend against a real llama-server (issue 41): the same reply ids as
-in-process, the prompt crossing the link as ids only, and the server held to the model
-file's vocabulary. llama-server is built from the pinned llama-cpp-python's vendored
-llama.cpp (tests/support/llama_server.py) and serves the embedded model with the
-shipped adapter on 127.0.0.1."""
+"""loopd's served backends against a real llama-server (issue 41), through its own
+`/completion` API and its OpenAI `/v1/completions`: the same reply ids as in-process,
+the prompt crossing the link as ids only, ids the server held back inside a character
+found again, and the server held to the model file's vocabulary. llama-server is
+built from the pinned llama-cpp-python's vendored llama.cpp
+(tests/support/llama_server.py) and serves the embedded model with the shipped
+adapter on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -16,12 +18,15 @@ from support.tiny_gguf import write_tiny_model
 
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.sampling import ADAPTED
+from boxmaker.core.model.withheld import ends_inside_character
 from boxmaker.loopd.adapter import check_adapter, shipped_adapter
 from boxmaker.loopd.model import LlamaModel, embedded_model_path
 from boxmaker.loopd.server_link import ServerLink
-from boxmaker.loopd.server_model import ServerModel
+from boxmaker.loopd.server_model import Api, ServerModel
 
 pytestmark = pytest.mark.model
+APIS = pytest.mark.parametrize("api", ["llama-server", "openai-completions"])
+PATHS = {"llama-server": "/completion", "openai-completions": "/v1/completions"}
 
 CONTEXT = 1024
 SEED = 1234
@@ -51,8 +56,10 @@ def server(embedded: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield url
 
 
-def _served(embedded: Path, url: str) -> ServerModel:
-    return ServerModel(embedded, link=ServerLink(url, timeout_s=120), seed=SEED, sampling=ADAPTED)
+def _served(embedded: Path, url: str, api: Api = "llama-server") -> ServerModel:
+    return ServerModel(
+        embedded, link=ServerLink(url, timeout_s=120), seed=SEED, sampling=ADAPTED, api=api
+    )
 
 
 def _prompt(model: LlamaModel | ServerModel) -> list[int]:
@@ -63,12 +70,13 @@ def _prompt(model: LlamaModel | ServerModel) -> list[int]:
     ]
 
 
-def test_a_served_reply_is_the_in_process_reply(embedded: Path, server: str) -> None:
+@APIS
+def test_a_served_reply_is_the_in_process_reply(embedded: Path, server: str, api: Api) -> None:
     adapter = check_adapter(shipped_adapter(), "gemma3")
     local = LlamaModel(
         embedded, context=CONTEXT, threads=2, seed=SEED, sampling=ADAPTED, adapter=adapter
     )
-    served = _served(embedded, server)
+    served = _served(embedded, server, api)
     prompt = _prompt(local)
     assert _prompt(served) == prompt  # one vocabulary, read from the same file
     stop = set(local.tokenize("<end_of_turn>", special=True))
@@ -81,17 +89,21 @@ def test_a_served_reply_is_the_in_process_reply(embedded: Path, server: str) -> 
     assert there.ids  # it said something
 
 
-def test_the_prompt_crosses_the_link_as_the_ids_tokenized_here(embedded: Path, server: str) -> None:
+@APIS
+def test_the_prompt_crosses_the_link_as_the_ids_tokenized_here(
+    embedded: Path, server: str, api: Api
+) -> None:
     proxy = RecordingProxy(server)
     try:
-        served = _served(embedded, proxy.url)
+        served = _served(embedded, proxy.url, api)
         prompt = _prompt(served)
         end = served.tokenize("<end_of_turn>", special=True)
         served.generate("t", prompt, max_tokens=4, stop=set(end), on_text=lambda _: None)
     finally:
         proxy.close()
-    bodies = [body for path, body in proxy.requests if path == "/completion"]
-    assert len(bodies) == 1
+    bodies = [body for path, body in proxy.requests if path == PATHS[api]]
+    assert len(bodies) == 1 + (api == "openai-completions")  # + the start's probe
+    bodies = bodies[-1:]
     sent = bodies[0]["prompt"]
     assert sent == prompt
     assert all(type(t) is int for t in sent)
@@ -112,7 +124,50 @@ def test_a_session_reuses_its_prefix_on_the_server(embedded: Path, server: str) 
     assert second.evaluated < len(grown) - len(prompt)
 
 
-def test_a_server_of_another_model_is_refused_at_start(embedded: Path, tmp_path: Path) -> None:
+# a conversation where the reply copies characters the embedded model's vocabulary
+# spells as byte tokens (<0x00> is id 238), each of them held back by the streaming
+# server until its character is whole
+RARE = "\ua66e\U0001d518"  # two characters of 3 and 4 byte tokens
+COPYING = (
+    f"<bos><start_of_turn>user\nWrite {RARE * 2} three times.<end_of_turn>\n"
+    f"<start_of_turn>model\n{RARE * 2} {RARE * 2} "
+)
+
+
+@APIS
+def test_ids_held_back_inside_a_character_are_kept(embedded: Path, server: str, api: Api) -> None:
+    served = _served(embedded, server, api)
+    prompt = served.tokenize(COPYING, special=True)
+    truth = _unstreamed(server, prompt, 16)  # the server's whole answer: every id
+    byte_ids = [t for t in truth if 238 <= t <= 493]
+    assert len(byte_ids) >= 6, f"the model did not copy the rare characters: {truth}"
+    whole = max(k for k in range(1, 17) if not ends_inside_character(_bytes(served, truth[:k])))
+    reply = served.generate("w", prompt, max_tokens=whole, stop=set(), on_text=lambda _: None)
+    assert list(reply.ids) == truth[:whole]
+    assert reply.text == served.detokenize(truth[:whole])
+    # a reply cut inside a character: the ids of its unfinished character are left out
+    cut = served.generate("w", prompt, max_tokens=whole + 1, stop=set(), on_text=lambda _: None)
+    assert list(cut.ids) == truth[:whole]
+
+
+def _unstreamed(url: str, prompt: list[int], count: int) -> list[int]:
+    link = ServerLink(url, timeout_s=120)
+    answer = link.post(
+        "/completion",
+        {"prompt": prompt, "n_predict": count, "temperature": 0, "return_tokens": True},
+    )
+    tokens: list[int] = answer["tokens"]
+    return tokens
+
+
+def _bytes(model: ServerModel, ids: list[int]) -> bytes:
+    return b"".join(model.piece(token) for token in ids)
+
+
+@APIS
+def test_a_server_of_another_model_is_refused_at_start(
+    embedded: Path, tmp_path: Path, api: Api
+) -> None:
     other = write_tiny_model(
         tmp_path / "tiny-qwen3.gguf",
         arch="qwen3",
@@ -124,13 +179,15 @@ def test_a_server_of_another_model_is_refused_at_start(embedded: Path, tmp_path:
         running_server(other, "-c", "256", "-t", "1", log=log) as url,
         pytest.raises(StartupError, match="does not serve the model file") as caught,
     ):
-        _served(embedded, url)
+        _served(embedded, url, api)
     assert "runbook.md#loopd-backend-mismatch" in str(caught.value)
     assert "tokens, the model file's" in str(caught.value)
+    assert "tokenizes the markers differently" in str(caught.value)
 
 
-def test_a_server_that_is_not_there_is_refused_at_start(embedded: Path) -> None:
+@APIS
+def test_a_server_that_is_not_there_is_refused_at_start(embedded: Path, api: Api) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(StartupError, match="could not be reached") as caught:
-        _served(embedded, url)
+        _served(embedded, url, api)
     assert "runbook.md#loopd-backend-unreachable" in str(caught.value)

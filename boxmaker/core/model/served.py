@@ -11,11 +11,17 @@ token into that token. This module holds what is said over the link and read bac
   it is made, `cache_prompt` for the server's prefix reuse, and `id_slot` to keep a
   session on one slot;
 - its answers, one server-sent event a line: `data: {...}` with `tokens` (the ids made
-  since the last event; the end of generation's token among them), `stop` true on the
-  last, and (`timings_per_token`) `timings`, which say how many prompt tokens were
-  evaluated (`prompt_n`) and how many were reused (`cache_n`); or `error`. loopd
-  stops reading at its own stop tokens and closes the connection, which ends the
-  completion on the server too, so every event carries the counts.
+  since the last event; the end of generation's token among them), `content` (their
+  text), `tokens_predicted` (the ids made so far: more than were sent where the server
+  held some back inside a character, `core.model.withheld`), `stop` true on the last
+  with `stop_type` (`eos` for an end of generation), and (`timings_per_token`)
+  `timings`, which say how many prompt tokens were evaluated (`prompt_n`) and how
+  many were reused (`cache_n`); or `error`. loopd stops reading at its own stop
+  tokens and closes the connection, which ends the completion on the server too, so
+  every event carries the counts.
+
+The OpenAI completions API (vLLM, SGLang, llama-server's `/v1/completions`) is
+`core.model.served_openai`; both are read into the same `ServedEvent`.
 
 The sampling settings are loopd's own (`core.model.sampling`), named as the server
 names them, with llama-cpp-python's defaults for what loopd does not set (min_p
@@ -50,6 +56,10 @@ class ServedEvent:
     last: bool  # the server's last event of this completion
     evaluated: int | None = None  # prompt tokens evaluated, where the event says
     reused: int | None = None  # prompt tokens reused from the slot's cache, likewise
+    text: str = ""  # the server's text of these ids (and of any it held back)
+    made: int | None = None  # ids made so far in this completion, where the event says
+    eos: bool = False  # the server stopped at an end of generation (not at a limit)
+    finished: bool = False  # the server has made its last id (more events may follow)
 
 
 def token_ids(prompt: Sequence[int]) -> list[int]:
@@ -86,7 +96,15 @@ def completion_body(
         "seed": seed,
         "timings_per_token": True,
         # the last event without the prompt's text and the settings echoed back
-        "response_fields": ["tokens", "stop", "stop_type", "timings", "id_slot"],
+        "response_fields": [
+            "content",
+            "tokens",
+            "tokens_predicted",
+            "stop",
+            "stop_type",
+            "timings",
+            "id_slot",
+        ],
     }
     if slot is not None:
         body["id_slot"] = slot
@@ -94,13 +112,40 @@ def completion_body(
 
 
 def read_event(line: str) -> ServedEvent | None:
-    """One line of the stream: its event, or None for what is not one (a blank line, a
-    comment such as a keep-alive ping)."""
+    """One line of llama-server's stream: its event, or None for what is not one (a
+    blank line, a comment such as a keep-alive ping)."""
+    data = parse_data(line)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ServedReplyError(f"the server sent an event that is not an object: {line[:120]!r}")
+    tokens = ids_of(data.get("tokens", []))
+    last = data.get("stop") is True
+    evaluated, reused = prompt_counts(data.get("timings"))
+    text = data.get("content")
+    return ServedEvent(
+        tokens,
+        last,
+        evaluated,
+        reused,
+        text=text if isinstance(text, str) else "",
+        made=count_of(data.get("tokens_predicted")),
+        eos=last and data.get("stop_type") == "eos",
+        finished=last,
+    )
+
+
+def parse_data(line: str) -> dict[str, Any] | str | None:
+    """The JSON object of a `data:` line (or its text `[DONE]`, the OpenAI stream's
+    end); ServedReplyError for a reported error or what is not a JSON object; None for
+    what is not a data line."""
     if not line.startswith("data:"):
         if line.startswith("error:"):
             raise ServedReplyError(f"the server reported an error: {line[6:].strip()[:300]}")
         return None
     text = line[5:].strip()
+    if text == "[DONE]":
+        return text
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -111,19 +156,24 @@ def read_event(line: str) -> ServedEvent | None:
         raise ServedReplyError(f"the server sent an event that is not an object: {text[:120]!r}")
     if "error" in data:
         raise ServedReplyError(f"the server reported an error: {json.dumps(data['error'])[:300]}")
-    tokens = data.get("tokens", [])
-    if not isinstance(tokens, list) or any(type(t) is not int for t in tokens):
+    return data
+
+
+def ids_of(tokens: object) -> tuple[int, ...]:
+    """`tokens` as ids: a list of non-negative ints, else ServedReplyError."""
+    if not isinstance(tokens, list) or any(type(t) is not int or t < 0 for t in tokens):
         raise ServedReplyError(f"the server sent tokens that are not ids: {str(tokens)[:120]}")
-    last = data.get("stop") is True
-    timings = data.get("timings")
-    evaluated = reused = None
-    if isinstance(timings, dict):
-        evaluated = _count(timings.get("prompt_n"))
-        reused = _count(timings.get("cache_n"))
-    return ServedEvent(tuple(tokens), last, evaluated, reused)
+    return tuple(tokens)
 
 
-def _count(value: object) -> int | None:
+def prompt_counts(timings: object) -> tuple[int | None, int | None]:
+    """llama-server's `timings`: the prompt tokens evaluated and reused."""
+    if not isinstance(timings, dict):
+        return None, None
+    return count_of(timings.get("prompt_n")), count_of(timings.get("cache_n"))
+
+
+def count_of(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value

@@ -43,11 +43,14 @@ def test_the_sampling_settings_are_loopds_and_the_slot_is_kept() -> None:
 
 def test_a_streamed_event_gives_its_ids_and_counts() -> None:
     line = (
-        'data: {"content":"Hi","tokens":[9259],"stop":false,"timings":{"prompt_n":12,"cache_n":30}}'
+        'data: {"content":"Hi","tokens":[9259],"stop":false,"tokens_predicted":4,'
+        '"timings":{"prompt_n":12,"cache_n":30}}'
     )
-    assert read_event(line) == ServedEvent((9259,), False, 12, 30)
+    assert read_event(line) == ServedEvent((9259,), False, 12, 30, text="Hi", made=4)
     last = read_event('data: {"content":"","tokens":[],"stop":true,"stop_type":"eos"}')
-    assert last == ServedEvent((), True, None, None)
+    assert last == ServedEvent((), True, None, None, eos=True, finished=True)
+    cut = read_event('data: {"tokens":[],"stop":true,"stop_type":"limit"}')
+    assert cut == ServedEvent((), True, eos=False, finished=True)
 
 
 @pytest.mark.parametrize("line", ["", ": ping", "event: message", "id: 4"])
@@ -73,4 +76,4 @@ def test_a_broken_or_failed_event_is_an_error(line: str, said: str) -> None:
 
 def test_counts_that_are_not_counts_are_not_read() -> None:
     line = 'data: {"tokens":[],"stop":true,"timings":{"prompt_n":-3,"cache_n":true}}'
-    assert read_event(line) == ServedEvent((), True, None, None)
+    assert read_event(line) == ServedEvent((), True, None, None, finished=True)
