@@ -38,6 +38,7 @@ from boxmaker.loopd.config import LoopdConfig, load_config
 from boxmaker.loopd.demo import DemoModel
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.serve import Loopd
+from boxmaker.loopd.served_probe import probe_served
 from boxmaker.loopd.startup import (
     check_marker_list,
     model_adapter,
@@ -63,7 +64,9 @@ def status_detail(
     """What `status` says of the model (`bxctl status` prints it): the model, its LoRA
     adapter (`loopd.adapter.describe`), the chat format and where it runs."""
     model = config.model.path or "embedded"
-    return f"model {model}, adapter {describe(adapter)}, format {format_name}; {placed}"
+    served = config.model.backend != "in-process"
+    adapted = "the server's" if served else describe(adapter)
+    return f"model {model}, adapter {adapted}, format {format_name}; {placed}"
 
 
 # A reply's budget with `[model] max_tokens = 0`: a model that reasons spends
@@ -173,6 +176,14 @@ def _seconds(text: str) -> float:
 
 def run_command(args: argparse.Namespace, config: LoopdConfig) -> int:
     """The command `args` names, with `config`."""
+    if args.command == "probe" and config.model.backend != "in-process":
+        served = probe_served(config)
+        print(f"loopd: the server answered: {served.tokens} tokens in {served.seconds:.1f} s")
+        model = escape_arguments(config.model.path or "embedded")
+        print(f"loopd: model {model}, adapter the server's; {served.placed}")
+        checked = check_marker_list(config)
+        print(f"loopd: the marker self-test passed: {checked} markers")
+        return 0
     if args.command == "probe":
         probed = probe(config)
         fit = resolve_context(config, probed.metadata)

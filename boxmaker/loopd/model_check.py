@@ -47,6 +47,10 @@ no control character). The facts:
     placement        the backend (the build's GPU support, each GPU and its memory) and
                      the offload loopd would plan from loopd.toml (`core.model.offload`); a
                      refused combination of keys is a problem
+    backend          with `[model] backend` a served one, in place of memory, context and
+                     placement: the server's address, whose they are (`loopd probe`
+                     asks the server itself); the adapter line then says it is the
+                     server's
 
 Exit status (`check_process`): 0 when loopd would start on the file and every template
 in it passes, 1 when not (or when the check ran past its time or memory), 2 when the
@@ -228,6 +232,14 @@ def report(
     progress(Runbook.LOOPD_TEMPLATE_REFUSED, "the sample prompt")
     yield f"prompt: {compare_prompt(config, model, prompt)}"
     yield f"scaffolding: {scaffolding(model, dialect, prompt)}"
+    if config.model.backend != "in-process":
+        # the weights, the context and where they run are the server's
+        server = escape_arguments(config.model.server)
+        yield (
+            f"backend: {config.model.backend} at {server}: its context, memory and "
+            "placement are the server's (loopd probe asks it)"
+        )
+        return
     size = os.stat(path).st_size
     kv = kv_bytes_per_token(meta, config.model.kv_type)
     per_thousand = f"{kv * 1000 / 2**20:.1f} MiB" if kv is not None else "unknown"
@@ -254,6 +266,8 @@ def report(
 def adapter_fact(config: LoopdConfig, architecture: str) -> str:
     """The adapter line: the one `[model] adapter` names for `[model] path`'s model, as
     loopd would check it against the model's `architecture`, or the problem."""
+    if config.model.backend != "in-process":
+        return "adapter: the server's (llama-server --lora, vLLM --lora-modules)"
     file = resolve(config.model.adapter, config.model.path)
     try:
         adapter = None if file is None else check_adapter(file, architecture)

@@ -428,3 +428,7 @@ def test_status_names_the_adapter_beside_the_model(tmp_path: Path) -> None:
     assert status_detail(other, None, "chatml", "x") == (
         "model /m.gguf, adapter none, format chatml; x"
     )
+    served = config_of(tmp_path, {"backend": "llama-server", "server": "http://127.0.0.1:8080"})
+    assert status_detail(served, None, "gemma", "backend=llama-server") == (
+        "model embedded, adapter the server's, format gemma; backend=llama-server"
+    )

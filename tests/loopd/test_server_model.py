@@ -8,10 +8,13 @@ adapter on 127.0.0.1."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 from support.llama import fetch_vocabularies, require_llama_cpp
 from support.llama_server import RecordingProxy, free_port, running_server
 from support.tiny_gguf import write_tiny_model
@@ -183,6 +186,38 @@ def test_a_server_of_another_model_is_refused_at_start(
     assert "runbook.md#loopd-backend-mismatch" in str(caught.value)
     assert "tokens, the model file's" in str(caught.value)
     assert "tokenizes the markers differently" in str(caught.value)
+
+
+@APIS
+def test_loopd_probe_and_bxctl_model_check_name_the_server(
+    embedded: Path, server: str, tmp_path: Path, api: Api
+) -> None:
+    model = {"backend": api, "server": server, "path": str(embedded), "template": "gemma"}
+    config = tmp_path / "loopd.toml"
+    config.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}, "model": model}))
+    probed = _run("loopd", "probe", "--config", str(config))
+    assert probed.returncode == 0, probed.stdout + probed.stderr
+    assert "loopd: the server answered: 4 tokens" in probed.stdout
+    placed = f"adapter the server's; backend={api} server={server} context={CONTEXT}"
+    assert f"loopd: model {embedded}, {placed}" in probed.stdout
+    assert "the marker self-test passed" in probed.stdout
+    checked = _run("bxctl", "model", "check", "--config", str(config))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert "adapter: the server's (llama-server --lora, vLLM --lora-modules)" in lines
+    assert lines[-1].startswith(f"backend: {api} at {server}: its context"), lines
+    # the server gone: the probe says so in one line, with its pointer
+    gone = tmp_path / "gone.toml"
+    model["server"] = f"http://127.0.0.1:{free_port()}"
+    gone.write_text(tomli_w.dumps({"paths": {"home": str(tmp_path / "home")}, "model": model}))
+    failed = _run("loopd", "probe", "--config", str(gone))
+    assert failed.returncode != 0
+    assert "runbook.md#loopd-backend-unreachable" in failed.stderr
+
+
+def _run(program: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / program), *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
 
 @APIS
