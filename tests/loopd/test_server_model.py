@@ -22,10 +22,16 @@ from support.tiny_gguf import write_tiny_model
 from boxmaker.core.errors import StartupError
 from boxmaker.core.model.sampling import ADAPTED
 from boxmaker.core.model.withheld import ends_inside_character
+from boxmaker.core.wire.loop import TurnDone
 from boxmaker.loopd.adapter import check_adapter, shipped_adapter
+from boxmaker.loopd.config import LoopdConfig, ModelSection
+from boxmaker.loopd.dialects import choose_dialect
+from boxmaker.loopd.main import turn_limits
 from boxmaker.loopd.model import LlamaModel, embedded_model_path
 from boxmaker.loopd.server_link import ServerLink
 from boxmaker.loopd.server_model import Api, ServerModel
+from boxmaker.loopd.session_log import ModelEntry, SessionLogs
+from boxmaker.testing.daemons import start_loopd
 
 pytestmark = pytest.mark.model
 APIS = pytest.mark.parametrize("api", ["llama-server", "openai-completions"])
@@ -186,6 +192,40 @@ def test_a_server_of_another_model_is_refused_at_start(
     assert "runbook.md#loopd-backend-mismatch" in str(caught.value)
     assert "tokens, the model file's" in str(caught.value)
     assert "tokenizes the markers differently" in str(caught.value)
+
+
+@APIS
+def test_a_server_gone_mid_reply_ends_the_turn_and_the_next_resumes_from_the_log(
+    embedded: Path, server: str, tmp_path: Path, api: Api
+) -> None:
+    proxy = RecordingProxy(server)
+    config = LoopdConfig(model=ModelSection(context=CONTEXT, max_tokens=40, seed=SEED))
+    served = _served(embedded, proxy.url, api)
+    dialect, _ = choose_dialect(config, served)
+    served.show(dialect.shown)
+    loopd = start_loopd(tmp_path, served, limits=turn_limits(config), dialect=dialect)
+    try:
+        first = loopd.turn("gone", "Hello! Who are you?", timeout_s=300)[-1].message
+        assert isinstance(first, TurnDone)
+        assert not first.content.startswith("The turn stopped"), first.content
+        logged = SessionLogs(loopd.home).open("gone").entries
+        proxy.cut = True  # the link breaks after the reply's first event
+        stopped = loopd.turn("gone", "Say it again.", resume=True, timeout_s=300)[-1].message
+        assert isinstance(stopped, TurnDone)
+        assert stopped.content.startswith("The turn stopped: "), stopped.content
+        assert "runbook.md#loopd-backend-unreachable" in stopped.content
+        after = SessionLogs(loopd.home).open("gone").entries  # whole: it reads back
+        assert after[: len(logged)] == logged
+        assert not any(isinstance(e, ModelEntry) for e in after[len(logged) :])
+        again = loopd.turn("gone", "Say it again.", resume=True, timeout_s=300)[-1].message
+        assert isinstance(again, TurnDone)
+        assert not again.content.startswith("The turn stopped"), again.content
+        final = SessionLogs(loopd.home).open("gone").entries
+        assert final[: len(after)] == after
+        assert isinstance(final[-1], ModelEntry)
+    finally:
+        loopd.stop()
+        proxy.close()
 
 
 @APIS

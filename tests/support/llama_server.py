@@ -106,11 +106,14 @@ def _healthy(port: int) -> bool:
 
 class RecordingProxy:
     """An HTTP proxy to `upstream` that keeps each request's path and JSON body and
-    passes the answer back as it streams."""
+    passes the answer back as it streams. `cut`: the next streamed completion breaks
+    off after its first event, as when the server goes away mid-reply (then `cut` is
+    False again)."""
 
     def __init__(self, upstream: str) -> None:
         host, port = upstream.removeprefix("http://").split(":")
         self.requests: list[tuple[str, Any]] = []
+        self.cut = False
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -138,10 +141,15 @@ class RecordingProxy:
                         self.send_header(name, value)
                 self.send_header("Connection", "close")
                 self.end_headers()
+                breaking = proxy.cut and bool(body) and b'"stream":true' in (body or b"")
                 try:
                     while chunk := answer.read1(65536):
                         self.wfile.write(chunk)
                         self.wfile.flush()
+                        if breaking and b"data:" in chunk:
+                            proxy.cut = False
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            break
                 except OSError:
                     pass  # the client left: so does the proxy, and the server sees it
                 finally:
