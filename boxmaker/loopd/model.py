@@ -206,66 +206,18 @@ class Wrapping:
         return self.inner.detokenize(ids)
 
 
-class LlamaModel:
-    """A GGUF model run in-process by llama-cpp-python."""
+class ModelFile:
+    """A GGUF model file as loopd reads it through llama-cpp-python (`llm`: a full load
+    or the vocabulary alone): its `VocabularyParts`, tokenizing and detokenizing, the
+    sampling settings, and which markers render as text. Every backend is one
+    (`LlamaModel`, `server_model.ServerModel`); `_lock` guards `_llm`."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        context: int,
-        threads: int,
-        seed: int,
-        sampling: Sampling,
-        offload: Offload = CPU_ONLY,
-        saved_bytes: int | None = None,
-        adapter: Adapter | None = None,
-    ) -> None:
-        import llama_cpp
-
-        self._llama_cpp = llama_cpp
+    def __init__(self, llm: Any, sampling: Sampling) -> None:
+        self._llm = llm
         self._lock = threading.Lock()
         self._sampling = sampling
-        self.offload = offload
-        kv_type = getattr(llama_cpp, f"GGML_TYPE_{offload.kv_type.upper()}")
-        self.adapter = adapter  # the LoRA adapter applied (None: none)
-        lora = {} if adapter is None else {"lora_path": str(adapter.path)}
-        with LoadLog() as load_log:  # no template compiled, no fd swapped: llama_load
-            self._llm: Any = load_llama(
-                path,
-                n_ctx=context,
-                n_threads=threads,
-                n_threads_batch=threads,
-                seed=seed if seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-                swa_full=True,
-                n_gpu_layers=offload.gpu_layers,
-                flash_attn=offload.flash_attn,
-                type_k=kv_type,
-                type_v=kv_type,
-                n_batch=offload.batch,
-                n_ubatch=offload.ubatch,
-                **lora,
-            )
-        # llama.cpp's own count of the layers on the GPU (None: a build without one)
-        self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)
         self._shown: frozenset[int] = frozenset()  # special tokens rendered as their text
-        self._current: str | None = None
-        self._saved: OrderedDict[str, SavedState] = OrderedDict()  # least recently used first
-        # what saved sessions may hold, in bytes (None: SAVED_SESSIONS of them)
-        self.saved_bytes = saved_bytes
-        self._told_too_big = False  # the log line for a state over the whole budget, once
-        # the sliding window's length (0: none); a restored state lacks the cells before it
-        self._n_swa: int = llama_cpp.llama_model_n_swa(self._llm._model.model)
-        # Every generation runs on this one long-lived thread: llama.cpp's OpenMP
-        # workers belong to the thread that calls it, and a new calling thread per
-        # turn (one per connection) costs a new team, about 25 ms of every turn's
-        # time to first token here (bench/loopd.py).
-        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
-        threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
-        weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
-        parts = VocabularyParts.read(self._llm)
+        parts = VocabularyParts.read(llm)
         self.template_choice: ChosenTemplate | None = parts.template_choice
         self.chat_template: str | None = parts.chat_template
         self.architecture: str | None = parts.architecture
@@ -273,7 +225,7 @@ class LlamaModel:
         self.eos_text = parts.eos_text
         self.add_bos = parts.add_bos
         self.markers: tuple[Marker, ...] = parts.markers
-        self.plain_tokens = parts.plain_tokens
+        self.plain_tokens: tuple[str, ...] = parts.plain_tokens
 
     @property
     def sampling(self) -> Sampling:
@@ -282,12 +234,6 @@ class LlamaModel:
     @sampling.setter
     def sampling(self, sampling: Sampling) -> None:
         self._sampling = sampling
-
-    def saved_sizes(self) -> dict[str, int]:
-        """The saved sessions and the bytes each holds, least recently used first (the
-        session the context holds now is not among them)."""
-        with self._lock:
-            return {session: state.size for session, state in self._saved.items()}
 
     def show(self, texts: Sequence[str]) -> None:
         """Render these markers (each one special token) as their text in what the model
@@ -306,6 +252,71 @@ class LlamaModel:
         with self._lock:
             data: bytes = self._llm.detokenize(list(ids))
         return data.decode("utf-8", errors="replace")
+
+
+class LlamaModel(ModelFile):
+    """A GGUF model run in-process by llama-cpp-python."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        context: int,
+        threads: int,
+        seed: int,
+        sampling: Sampling,
+        offload: Offload = CPU_ONLY,
+        saved_bytes: int | None = None,
+        adapter: Adapter | None = None,
+    ) -> None:
+        import llama_cpp
+
+        self._llama_cpp = llama_cpp
+        self.offload = offload
+        kv_type = getattr(llama_cpp, f"GGML_TYPE_{offload.kv_type.upper()}")
+        self.adapter = adapter  # the LoRA adapter applied (None: none)
+        lora = {} if adapter is None else {"lora_path": str(adapter.path)}
+        with LoadLog() as load_log:  # no template compiled, no fd swapped: llama_load
+            llm = load_llama(
+                path,
+                n_ctx=context,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed if seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                swa_full=True,
+                n_gpu_layers=offload.gpu_layers,
+                flash_attn=offload.flash_attn,
+                type_k=kv_type,
+                type_v=kv_type,
+                n_batch=offload.batch,
+                n_ubatch=offload.ubatch,
+                **lora,
+            )
+        super().__init__(llm, sampling)
+        # llama.cpp's own count of the layers on the GPU (None: a build without one)
+        self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)
+        self._current: str | None = None
+        self._saved: OrderedDict[str, SavedState] = OrderedDict()  # least recently used first
+        # what saved sessions may hold, in bytes (None: SAVED_SESSIONS of them)
+        self.saved_bytes = saved_bytes
+        self._told_too_big = False  # the log line for a state over the whole budget, once
+        # the sliding window's length (0: none); a restored state lacks the cells before it
+        self._n_swa: int = llama_cpp.llama_model_n_swa(self._llm._model.model)
+        # Every generation runs on this one long-lived thread: llama.cpp's OpenMP
+        # workers belong to the thread that calls it, and a new calling thread per
+        # turn (one per connection) costs a new team, about 25 ms of every turn's
+        # time to first token here (bench/loopd.py).
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=_run_jobs, args=(self._jobs,), name="llama", daemon=True).start()
+        weakref.finalize(self, self._jobs.put, None)  # the thread ends with the model
+
+    def saved_sizes(self) -> dict[str, int]:
+        """The saved sessions and the bytes each holds, least recently used first (the
+        session the context holds now is not among them)."""
+        with self._lock:
+            return {session: state.size for session, state in self._saved.items()}
 
     def generate(
         self,

@@ -72,13 +72,7 @@ def check_server(link: ServerLink, model: Vocabulary) -> Served:
     if _tokens(plain) != model.tokenize(probe, special=False):
         problems.append("it tokenizes plain text differently")
     _refuse(link, problems)
-    context = _props_context(props)
-    if context is None:
-        raise StartupError(
-            f"the server at {link.address} does not say its context (/props n_ctx); "
-            f"{Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
-        )
-    return Served(context, _props_slots(props))
+    return _served(link, _props_context(props), props, "/props n_ctx")
 
 
 def check_openai(link: ServerLink, model: Vocabulary) -> Served:
@@ -139,10 +133,14 @@ def check_openai(link: ServerLink, model: Vocabulary) -> Served:
         except ServerUnreachableError:
             props = None
         context = _props_context(props)
+    return _served(link, context, props, "/v1/models max_model_len, or /props n_ctx")
+
+
+def _served(link: ServerLink, context: int | None, props: Any, asked: str) -> Served:
     if context is None:
         raise StartupError(
-            f"the server at {link.address} does not say its context (/v1/models "
-            f"max_model_len, or /props n_ctx); {Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
+            f"the server at {link.address} does not say its context ({asked}); "
+            f"{Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
         )
     return Served(context, _props_slots(props))
 

@@ -36,13 +36,11 @@ import ctypes
 import hashlib
 import hmac
 import secrets
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from boxmaker.core.model.named_templates import ChosenTemplate
 from boxmaker.core.model.sampling import Sampling
 from boxmaker.core.model.served import (
     ServedEvent,
@@ -56,12 +54,11 @@ from boxmaker.core.model.withheld import withheld_ids
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import Adapter
 from boxmaker.loopd.llama_load import load_llama
-from boxmaker.loopd.markers import Marker
 from boxmaker.loopd.model import (
     ContextFullError,
     Generation,
+    ModelFile,
     ModelUnavailableError,
-    VocabularyParts,
 )
 from boxmaker.loopd.server_check import check_openai, check_server
 from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
@@ -69,7 +66,7 @@ from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
 Api = Literal["llama-server", "openai-completions"]
 
 
-class ServerModel:
+class ServerModel(ModelFile):
     """A GGUF model's vocabulary here, its forward passes on a llama-server."""
 
     def __init__(
@@ -83,58 +80,21 @@ class ServerModel:
     ) -> None:
         import llama_cpp
 
+        super().__init__(load_llama(path, vocab_only=True), sampling)
         self._llama_cpp = llama_cpp
-        self._lock = threading.Lock()
         self._link = link
         self.api: Api = api
         self._salt_key = secrets.token_bytes(32)  # this process's, never sent
         self._pieces: dict[bytes, list[int]] | None = None
         self._seed = seed
-        self._sampling = sampling
-        self._vocab_llm: Any = load_llama(path, vocab_only=True)
-        self._vocab = llama_cpp.llama_model_get_vocab(self._vocab_llm.model)
-        parts = VocabularyParts.read(self._vocab_llm)
-        self.template_choice: ChosenTemplate | None = parts.template_choice
-        self.chat_template: str | None = parts.chat_template
-        self.architecture: str | None = parts.architecture
-        self.bos_text = parts.bos_text
-        self.eos_text = parts.eos_text
-        self.add_bos = parts.add_bos
-        self.markers: tuple[Marker, ...] = parts.markers
-        self.plain_tokens: tuple[str, ...] = parts.plain_tokens
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
         self.adapter: Adapter | None = None  # a LoRA adapter is the server's (its --lora)
         self.offloaded: tuple[int, int] | None = None
-        self._shown: frozenset[int] = frozenset()
-        self._eos: int = self._vocab_llm.token_eos()
+        self._eos: int = self._llm.token_eos()
         served = check_server(link, self) if api == "llama-server" else check_openai(link, self)
         self.context = served.context
         self._slots: OrderedDict[str, int] = OrderedDict()  # session -> slot, least recent first
         self._slot_count = served.slots
-
-    @property
-    def sampling(self) -> Sampling:
-        return self._sampling
-
-    @sampling.setter
-    def sampling(self, sampling: Sampling) -> None:
-        self._sampling = sampling
-
-    def show(self, texts: Sequence[str]) -> None:
-        """As `LlamaModel.show`: these markers render as their text in replies."""
-        ids = [self.tokenize(t, special=True) for t in texts]
-        self._shown = frozenset(i[0] for i in ids if len(i) == 1)
-
-    def tokenize(self, text: str, *, special: bool) -> list[int]:
-        with self._lock:
-            ids: list[int] = self._vocab_llm.tokenize(
-                text.encode("utf-8"), add_bos=False, special=special
-            )
-            return ids
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        with self._lock:
-            data: bytes = self._vocab_llm.detokenize(list(ids))
-        return data.decode("utf-8", errors="replace")
 
     def n_vocab(self) -> int:
         count: int = self._llama_cpp.llama_vocab_n_tokens(self._vocab)
@@ -181,7 +141,7 @@ class ServerModel:
                             finished = True
                             break
                         out.append(token)
-                        piece = self._vocab_llm.detokenize(
+                        piece = self._llm.detokenize(
                             [token], prev_tokens=out[:-1], special=token in self._shown
                         )
                         pieces.append(decoder.decode(piece))

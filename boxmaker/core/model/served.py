@@ -87,13 +87,7 @@ def completion_body(
         "stream": True,
         "return_tokens": True,
         "cache_prompt": True,
-        "temperature": sampling.temperature,
-        "top_k": sampling.top_k,
-        "top_p": sampling.top_p,
-        "min_p": MIN_P,
-        "repeat_penalty": sampling.repeat_penalty,
-        "repeat_last_n": REPEAT_WINDOW,
-        "seed": seed,
+        **sampling_fields(sampling, seed),
         "timings_per_token": True,
         # the last event without the prompt's text and the settings echoed back
         "response_fields": [
@@ -109,6 +103,19 @@ def completion_body(
     if slot is not None:
         body["id_slot"] = slot
     return body
+
+
+def sampling_fields(sampling: Sampling, seed: int) -> dict[str, Any]:
+    """loopd's sampling settings as llama.cpp's server names them."""
+    return {
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "min_p": MIN_P,
+        "repeat_penalty": sampling.repeat_penalty,
+        "repeat_last_n": REPEAT_WINDOW,
+        "seed": seed,
+    }
 
 
 def read_event(line: str) -> ServedEvent | None:

@@ -35,14 +35,13 @@ from typing import Any
 
 from boxmaker.core.model.sampling import Sampling
 from boxmaker.core.model.served import (
-    MIN_P,
-    REPEAT_WINDOW,
     ServedEvent,
     ServedReplyError,
     count_of,
     ids_of,
     parse_data,
     prompt_counts,
+    sampling_fields,
     token_ids,
 )
 
@@ -69,14 +68,8 @@ def openai_body(
         "return_token_ids": True,
         "return_tokens_as_token_ids": True,
         "logprobs": 1,
-        "temperature": sampling.temperature,
-        "top_k": sampling.top_k,
-        "top_p": sampling.top_p,
-        "min_p": MIN_P,
-        "repetition_penalty": sampling.repeat_penalty,
-        "repeat_penalty": sampling.repeat_penalty,
-        "repeat_last_n": REPEAT_WINDOW,
-        "seed": seed,
+        **sampling_fields(sampling, seed),
+        "repetition_penalty": sampling.repeat_penalty,  # vLLM's name
         "stop_token_ids": sorted(stop),
         "timings_per_token": True,
         "cache_prompt": True,
