@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import select
 import socket
 import threading
 import time
@@ -264,6 +265,19 @@ class Connection:
         except OSError:
             return True
         return True  # b"" is a close; any byte after the request breaks the protocol
+
+    def client_left(self) -> bool:
+        """True once the client has closed its side (or sent what it must not): a poll
+        of the socket that neither waits nor changes its mode, so a writer thread's
+        send is undisturbed; cheap enough to ask between a model's tokens."""
+        if self.gone:
+            return True
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN | select.POLLRDHUP)
+        try:
+            return bool(poller.poll(0))
+        except OSError:
+            return True
 
     def close(self) -> None:
         """Send what is queued (while the client takes it), then close."""

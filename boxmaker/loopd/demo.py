@@ -30,7 +30,7 @@ from pathlib import Path
 
 from boxmaker.core.model.chat_format import GEMMA, Role
 from boxmaker.core.model.tool_calls import CallSyntax
-from boxmaker.loopd.model import Generation, NoVocabulary
+from boxmaker.loopd.model import Generation, Interrupted, NoVocabulary, never
 from boxmaker.loopd.tools import system_prompt
 
 SPECIAL = {
@@ -119,6 +119,7 @@ class DemoModel(CharTokenizer, NoVocabulary):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         ids = self.tokenize(demo_reply(self.detokenize(prompt), self.workspace), special=False)
         ids = ids[:max_tokens]

@@ -98,6 +98,15 @@ class Generation:
     prompt_tokens: int  # the whole prompt
     evaluated: int  # of those, how many had to be evaluated (the rest were reused)
     finished: bool  # False when max_tokens ended it
+    interrupted: bool = False  # stopped between tokens because `interrupted()` said so
+
+
+Interrupted = Callable[[], bool]  # asked between tokens: stop generating now?
+
+
+def never() -> bool:
+    """The `interrupted` of a generation nothing stops."""
+    return False
 
 
 class Vocabulary(Protocol):
@@ -140,9 +149,12 @@ class Model(Vocabulary, Protocol):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         """Generate a reply to `prompt`, calling `on_text` with its text as it comes:
-        each piece complete UTF-8, all of them together exactly `Generation.text`."""
+        each piece complete UTF-8, all of them together exactly `Generation.text`.
+        `interrupted` is asked before each token after the first is made: True ends the
+        generation there (`Generation.interrupted`), with what was made so far."""
         ...
 
 
@@ -326,10 +338,11 @@ class LlamaModel(ModelFile):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         """`_generate` on the model's own thread (on_text is called there), its result here."""
         return self.on_model_thread(
-            lambda: self._generate(session, prompt, max_tokens, stop, on_text)
+            lambda: self._generate(session, prompt, max_tokens, stop, on_text, interrupted)
         )
 
     def on_model_thread(self, job: Callable[[], _T]) -> _T:
@@ -348,6 +361,7 @@ class LlamaModel(ModelFile):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted,
     ) -> Generation:
         with self._lock:
             self._switch_to(session)
@@ -362,7 +376,7 @@ class LlamaModel(ModelFile):
             out: list[int] = []
             pieces: list[str] = []  # each complete UTF-8: a split character waits
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            finished = False
+            finished = cut = False
             for token in self._llm.generate(
                 prompt,
                 top_k=self._sampling.top_k,
@@ -383,11 +397,14 @@ class LlamaModel(ModelFile):
                     on_text(pieces[-1])
                 if len(out) >= min(max_tokens, room):
                     break
+                if interrupted():  # a syscall at most (the client's socket polled)
+                    cut = True
+                    break
             pieces.append(decoder.decode(b"", final=True))
             if pieces[-1]:
                 on_text(pieces[-1])
             text_all = "".join(pieces)  # exactly what on_text was given
-            return Generation(tuple(out), text_all, len(prompt), evaluated, finished)
+            return Generation(tuple(out), text_all, len(prompt), evaluated, finished, cut)
 
     def _switch_to(self, session: str) -> None:
         """Make the context hold `session`'s tokens, saving the one it held (on a switch

@@ -87,7 +87,14 @@ from boxmaker.loopd.markers import (
     plain_user_defined,
     unlisted,
 )
-from boxmaker.loopd.model import GIVES_TOOLS, Generation, embedded_model_path, special_text
+from boxmaker.loopd.model import (
+    GIVES_TOOLS,
+    Generation,
+    Interrupted,
+    embedded_model_path,
+    never,
+    special_text,
+)
 from boxmaker.loopd.placement import plan
 from boxmaker.loopd.template_check import (
     SAMPLE,
@@ -138,6 +145,7 @@ class VocabularyModel:
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         raise RuntimeError("a vocabulary loaded alone cannot generate")
 

@@ -25,7 +25,7 @@ from boxmaker.core.model.repetition import Repetition, find_repetition
 from boxmaker.core.model.reply_stream import ReplyStream
 from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.model import Model
+from boxmaker.loopd.model import Interrupted, Model, never
 from boxmaker.loopd.pacing import Paced
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class Reply:
     finished: bool
     answer: str | None  # outside reasoning; None when the reply was cut off unfinished
     repeated: Repetition | None = None  # stopped because it only repeated itself
+    interrupted: bool = False  # stopped between tokens: its turn was cancelled
 
 
 def stop_ids(model: Model, dialect: Dialect) -> set[int]:
@@ -65,10 +66,12 @@ class Replier:
         last: bool,
         emit: Callable[[Event], None],
         reasoning_tokens: int | None = None,
+        interrupted: Interrupted = never,
     ) -> Reply:
         """The model's reply to `prompt`, at most `budget` tokens, `last` when the budget
         is the turn's last (a reply it cuts off is then no answer), its reasoning bounded
-        by `reasoning_tokens` (the limits' when None)."""
+        by `reasoning_tokens` (the limits' when None); stopped between tokens when
+        `interrupted()` (no answer either: what was held back is not shown)."""
         dialect = self._dialect
         thinking = ReasoningStream(
             dialect.reasoning, opened=dialect.opens_reasoning, openers=dialect.marked_openers
@@ -85,7 +88,7 @@ class Replier:
 
         ids: list[int] = []
         texts: list[str] = []
-        finished = False
+        finished = cut = False
         repeated: Repetition | None = None
         while True:
             left = budget - len(ids)
@@ -93,12 +96,18 @@ class Replier:
             if thinking.reasoning_open and dialect.reasoning is not None:
                 step = min(step, max(1, thinks - len(ids)))
             generation = self._model.generate(
-                session, prompt + ids, max_tokens=step, stop=self._stop, on_text=on_text
+                session,
+                prompt + ids,
+                max_tokens=step,
+                stop=self._stop,
+                on_text=on_text,
+                interrupted=interrupted,
             )
             ids += generation.ids
             texts.append(generation.text)
             finished = generation.finished
-            if finished or len(ids) >= budget or not generation.ids:
+            cut = generation.interrupted
+            if finished or cut or len(ids) >= budget or not generation.ids:
                 break
             repeated = find_repetition(ids)
             if repeated is not None:
@@ -115,9 +124,9 @@ class Replier:
             log.warning("event=streamed_text_differs session=%s", session)
         reasoning, content = thinking.finish()
         paced.add(ReasoningEvent, reasoning)
-        if repeated is not None or (last and not finished and len(ids) >= budget):
+        if cut or repeated is not None or (last and not finished and len(ids) >= budget):
             paced.flush()  # what was held back (perhaps half a tool call) is not shown
-            return Reply(tuple(ids), text, finished, None, repeated)
+            return Reply(tuple(ids), text, finished, None, repeated, cut)
         released = answer.feed(content) if content else ""
         paced.add(ContentEvent, released + answer.finish())
         paced.flush()

@@ -21,9 +21,13 @@ under `[paths] home`, and the turn loop over the model, neutralising what
     session_show {session, start}  one session_entries page; `malformed` for a
                                    session with no log, `unavailable` for a damaged one
     status {}                      status_report (the model and the chat format)
+    cancel {session}               cancelled {session, running}: the session's running
+                                   turn stops at its next token, and ends with its own
+                                   turn_done; a turn whose client closes its connection
+                                   stops the same way (issue 42)
 
-Who may send what (`core.home.links` rule 5): `compact`, `sessions` and `session_show`
-are the owner's alone, by the peer's uid (`[sockets] owner_user` in a root install;
+Who may send what (`core.home.links` rule 5): `compact`, `cancel`, `sessions` and
+`session_show` are the owner's alone, by the peer's uid (`[sockets] owner_user` in a root install;
 every peer in dev mode, `ipc.peers`); any other peer, gatewayd's user among them,
 is answered `forbidden` for them before a handler runs. `turn` and `status` are
 open to every peer the socket's group admits.
@@ -50,6 +54,8 @@ from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.runbook import Runbook
 from boxmaker.core.wire.common import Status
 from boxmaker.core.wire.loop import (
+    Cancel,
+    Cancelled,
     Compact,
     Event,
     SessionEntries,
@@ -170,6 +176,7 @@ class LoopServer:
             LOOP: {
                 Turn: self._turn,
                 Compact: self._compact,
+                Cancel: self._cancel,
                 Sessions: self._sessions,
                 SessionShow: self._session_show,
                 Status: self._status,
@@ -195,9 +202,17 @@ class LoopServer:
             raise ProtocolError(ErrorCode.UNAVAILABLE, str(exc)) from exc
 
     def _turn(self, conn: Connection, message: Turn) -> None:
+        # a client that leaves mid-turn (killed, Ctrl-C) stops it at the next token
         self._stream(
-            conn, lambda emit: self._turns.run(message.session, message.text, message.resume, emit)
+            conn,
+            lambda emit: self._turns.run(
+                message.session, message.text, message.resume, emit, conn.client_left
+            ),
         )
+
+    def _cancel(self, conn: Connection, message: Cancel) -> None:
+        running = self._turns.cancel(message.session)
+        conn.send_soon(Cancelled(session=message.session, running=running), final=True)
 
     def _compact(self, conn: Connection, message: Compact) -> None:
         self._stream(conn, lambda emit: self._turns.compact(message.session, emit))

@@ -57,8 +57,10 @@ from boxmaker.loopd.llama_load import load_llama
 from boxmaker.loopd.model import (
     ContextFullError,
     Generation,
+    Interrupted,
     ModelFile,
     ModelUnavailableError,
+    never,
 )
 from boxmaker.loopd.server_check import check_openai, check_server
 from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
@@ -108,6 +110,7 @@ class ServerModel(ModelFile):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         with self._lock:
             room = self.context - len(prompt)
@@ -118,7 +121,7 @@ class ServerModel(ModelFile):
             out: list[int] = []
             pieces: list[str] = []
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            finished = ended = False
+            finished = ended = cut = False
             evaluated = len(prompt)
             received = 0  # ids the server made and this side has, held-back ones included
             sent = b""  # the end of the text the server sent (for held-back ids)
@@ -152,6 +155,9 @@ class ServerModel(ModelFile):
                     if event.last or finished or len(out) >= limit:
                         ended = True
                         break
+                    if interrupted():  # closing the stream ends the server's work too
+                        ended = cut = True
+                        break
             except (ServerUnreachableError, ServedReplyError) as exc:
                 raise self._unavailable(exc) from exc
             finally:
@@ -166,7 +172,7 @@ class ServerModel(ModelFile):
             pieces.append(decoder.decode(b"", final=True))
             if pieces[-1]:
                 on_text(pieces[-1])
-            return Generation(tuple(out), "".join(pieces), len(prompt), evaluated, finished)
+            return Generation(tuple(out), "".join(pieces), len(prompt), evaluated, finished, cut)
 
     def _request(
         self, session: str, prompt: list[int], limit: int, stop: set[int]

@@ -99,6 +99,8 @@ class ModelEntry(Strict):
     # the prompt's length in tokens when this reply was written (`bxctl sessions`);
     # absent from logs written before it existed
     prompt: int | None = None
+    # stopped between tokens when its turn was cancelled (issue 42); replayed as written
+    interrupted: bool = False
 
 
 class NoticeEntry(Strict):
@@ -216,6 +218,9 @@ class SessionLog:
     def append(self, entry: AnyEntry) -> None:
         # a reply with no calls, and a result of no model call, are logged as before
         unset = {"calls"} if isinstance(entry, ModelEntry) and not entry.calls else set()
+        unset |= (
+            {"interrupted"} if isinstance(entry, ModelEntry) and not entry.interrupted else set()
+        )
         unset |= {"answers"} if isinstance(entry, ToolEntry) and entry.answers is None else set()
         line = orjson.dumps(entry.model_dump(mode="json", by_alias=True, exclude=unset)) + b"\n"
         append_durable(self.path, line)

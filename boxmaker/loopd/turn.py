@@ -65,6 +65,7 @@ from datetime import UTC, datetime
 
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import BoxmakerError, ErrorCode
+from boxmaker.core.model.compaction_plan import INTERRUPTED
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
@@ -75,12 +76,19 @@ from boxmaker.loopd.compaction import Compactor, NoRoomError
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.memory_fit import fit_memory
 from boxmaker.loopd.memory_port import MemoryPort, MemoryUnavailableError
-from boxmaker.loopd.model import ContextFullError, Model, ModelUnavailableError
+from boxmaker.loopd.model import (
+    ContextFullError,
+    Interrupted,
+    Model,
+    ModelUnavailableError,
+    never,
+)
 from boxmaker.loopd.prompting import Prompter
 from boxmaker.loopd.replying import Replier
 from boxmaker.loopd.session_log import (
     MemoryEntry,
     ModelEntry,
+    NoticeEntry,
     SessionLog,
     SessionLogs,
     UserEntry,
@@ -90,6 +98,8 @@ from boxmaker.loopd.tool_runs import ToolRunner
 from boxmaker.loopd.tools import SCHEMAS
 
 log = logging.getLogger(__name__)
+
+STOPPED = "The turn was stopped: what the model had written is kept in the session."
 
 
 class TurnRefusedError(BoxmakerError):
@@ -124,6 +134,7 @@ class TurnLoop:
         self._compactor = Compactor(model, self._prompter, self._replier, self._tools, limits)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._cancels: dict[str, threading.Event] = {}  # the running turns' (issue 42)
 
     @property
     def logs(self) -> SessionLogs:
@@ -138,22 +149,61 @@ class TurnLoop:
         """The token ids of the next prompt for this session, rendered from its log."""
         return self._prompter.prompt(session_log)
 
-    def run(self, session: str, text: str, resume: bool, emit: Callable[[Event], None]) -> TurnDone:
+    def cancel(self, session: str) -> bool:
+        """Stop `session`'s running turn at its next token (`cancel` on loop.sock): True
+        when one was running."""
+        with self._locks_guard:
+            cancelled = self._cancels.get(session)
+        if cancelled is None:
+            return False
+        cancelled.set()
+        return True
+
+    def run(
+        self,
+        session: str,
+        text: str,
+        resume: bool,
+        emit: Callable[[Event], None],
+        interrupted: Interrupted = never,
+    ) -> TurnDone:
+        """One turn; stopped at the next token by `cancel`, or when `interrupted()` (its
+        client gone): the reply so far is logged as interrupted, a tool call at brokerd
+        finishes and its result is logged, and no other call is made."""
+        cancelled = threading.Event()
         with self._lock(session):
-            session_log = self._logs.open(session)
-            if session_log.entries and not resume:
-                raise TurnRefusedError(
-                    f"session {session} already exists; resume it or choose another id"
+            with self._locks_guard:
+                self._cancels[session] = cancelled
+            try:
+                return self._run(
+                    session, text, resume, emit, lambda: cancelled.is_set() or interrupted()
                 )
-            if resume and not session_log.entries:
-                raise TurnRefusedError(f"session {session} has no log to resume")
-            if not resume:
-                self._remember(session, session_log)
-            session_log.append(UserEntry(text=self._prompter.neutralised(session, "user", text)))
-            final = self._loop(session, session_log, emit)
-            if self._memory is not None:
-                self._memory.session_updated(session)
-            return TurnDone(session=session, content=final, untrusted=session_log.untrusted)
+            finally:
+                with self._locks_guard:
+                    self._cancels.pop(session, None)
+
+    def _run(
+        self,
+        session: str,
+        text: str,
+        resume: bool,
+        emit: Callable[[Event], None],
+        interrupted: Interrupted,
+    ) -> TurnDone:
+        session_log = self._logs.open(session)
+        if session_log.entries and not resume:
+            raise TurnRefusedError(
+                f"session {session} already exists; resume it or choose another id"
+            )
+        if resume and not session_log.entries:
+            raise TurnRefusedError(f"session {session} has no log to resume")
+        if not resume:
+            self._remember(session, session_log)
+        session_log.append(UserEntry(text=self._prompter.neutralised(session, "user", text)))
+        final = self._loop(session, session_log, emit, interrupted)
+        if self._memory is not None:
+            self._memory.session_updated(session)
+        return TurnDone(session=session, content=final, untrusted=session_log.untrusted)
 
     def _remember(self, session: str, session_log: SessionLog) -> None:
         """A new session's memory block, neutralised, appended unless blank;
@@ -177,10 +227,18 @@ class TurnLoop:
                 MemoryEntry(text=self._prompter.neutralised(session, "memory", block))
             )
 
-    def _loop(self, session: str, session_log: SessionLog, emit: Callable[[Event], None]) -> str:
+    def _loop(
+        self,
+        session: str,
+        session_log: SessionLog,
+        emit: Callable[[Event], None],
+        interrupted: Interrupted,
+    ) -> str:
         calls = 0
         generated = 0
         while True:
+            if interrupted():
+                return STOPPED
             budget = min(self._limits.reply_tokens, self._limits.max_tokens - generated)
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
@@ -193,7 +251,9 @@ class TurnLoop:
                 prompt = self._prompt_or_refuse(session_log)
             try:
                 last = budget == self._limits.max_tokens - generated
-                generation = self._replier.reply(session, prompt, budget, last, emit)
+                generation = self._replier.reply(
+                    session, prompt, budget, last, emit, interrupted=interrupted
+                )
             except ContextFullError:
                 return (
                     f"The turn stopped: the conversation fills the model's context "
@@ -203,6 +263,18 @@ class TurnLoop:
                 log.warning("event=model_unavailable session=%s %s", session, exc)
                 return f"The turn stopped: {exc}."
             generated += len(generation.ids)
+            if generation.interrupted:
+                session_log.append(
+                    ModelEntry(
+                        text=generation.text,
+                        ids=generation.ids,
+                        prompt=len(prompt),
+                        interrupted=True,
+                    )
+                )
+                session_log.append(NoticeEntry(text=INTERRUPTED))
+                log.info("event=turn_stopped session=%s tokens=%d", session, len(generation.ids))
+                return STOPPED
             if generation.repeated is not None:
                 # only repeating itself: unfinished, like a reply cut off by the budget
                 session_log.append(

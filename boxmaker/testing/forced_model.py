@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from boxmaker.loopd.model import Generation, LlamaModel, Wrapping
+from boxmaker.loopd.model import Generation, Interrupted, LlamaModel, Wrapping, never
 
 
 class ForcedModel(Wrapping):
@@ -39,12 +39,18 @@ class ForcedModel(Wrapping):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         self.prompts.append(list(prompt))
         text = self.force(self._spelled(prompt[-400:]))
         if text is None:
             return self.inner.generate(
-                session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+                session,
+                prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                on_text=on_text,
+                interrupted=interrupted,
             )
         self.forced += 1
         ids = self.inner.tokenize(text, special=False)[:max_tokens]

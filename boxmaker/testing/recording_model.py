@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from boxmaker.loopd.model import Generation, Model, Wrapping
+from boxmaker.loopd.model import Generation, Interrupted, Model, Wrapping, never
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class RecordingModel(Wrapping):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         started = time.perf_counter()
         first: list[float] = []
@@ -53,7 +54,7 @@ class RecordingModel(Wrapping):
             on_text(text)
 
         generation = self.inner.generate(
-            session, prompt, max_tokens=max_tokens, stop=stop, on_text=seen
+            session, prompt, max_tokens=max_tokens, stop=stop, on_text=seen, interrupted=interrupted
         )
         ended = time.perf_counter()
         record = Recorded(

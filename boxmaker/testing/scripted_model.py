@@ -6,8 +6,9 @@ ids; without it, every character is its own id (code point + 1000), so a tag
 spelled in text is many tokens, as with a real tokenizer. Each `generate`
 answers with the next scripted reply (a string, or a function of the prompt's
 text), handing its text to `on_text` one token (one character) at a time as the
-real model streams it, and records the prompt it was given, and how much of it a
-real model would have had to evaluate.
+real model streams it (`pace_s` apart, where given; `interrupted` asked before each
+token after the first, as the real model does), and records the prompt it was
+given, and how much of it a real model would have had to evaluate.
 
 `merge_content` joins the content events such streaming yields back into one per
 run, as a reader of the turn sees them.
@@ -16,11 +17,12 @@ run, as a reader of the turn sees them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from boxmaker.core.wire.loop import ContentEvent, Event
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
-from boxmaker.loopd.model import Generation, NoVocabulary
+from boxmaker.loopd.model import Generation, Interrupted, NoVocabulary, never
 
 __all__ = ["OFFSET", "SPECIAL", "ScriptedModel", "merge_content"]
 
@@ -28,8 +30,14 @@ Reply = str | Callable[[str], str]
 
 
 class ScriptedModel(CharTokenizer, NoVocabulary):
-    def __init__(self, replies: Sequence[Reply] = (), chat_template: str | None = None) -> None:
+    def __init__(
+        self,
+        replies: Sequence[Reply] = (),
+        chat_template: str | None = None,
+        pace_s: float = 0.0,
+    ) -> None:
         self.replies: list[Reply] = list(replies)
+        self.pace_s = pace_s  # a pause after each token: a reply that takes its time
         self.chat_template = chat_template
         self.prompts: list[list[int]] = []
         self.evaluated: list[int] = []
@@ -48,6 +56,7 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         with self._lock:
             before = self._last.get(session, [])
@@ -64,14 +73,24 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
             text = reply(self.detokenize(prompt)) if callable(reply) else reply
             ids = self.tokenize(text, special=False)[:max_tokens]
             self._last[session] = list(prompt) + ids
+        made: list[int] = []
         for token in ids:
+            if made and interrupted():
+                break
+            made.append(token)
             on_text(self.detokenize([token]))
+            if self.pace_s:
+                time.sleep(self.pace_s)
+        cut = len(made) < len(ids)
+        with self._lock:
+            self._last[session] = list(prompt) + made
         return Generation(
-            ids=tuple(ids),
-            text=self.detokenize(ids),
+            ids=tuple(made),
+            text=self.detokenize(made),
             prompt_tokens=len(prompt),
             evaluated=len(prompt) - reused,
-            finished=len(ids) < max_tokens,
+            finished=not cut and len(ids) < max_tokens,
+            interrupted=cut,
         )
 
 

@@ -103,7 +103,9 @@ def test_the_peer_uid_is_the_connecting_process_s() -> None:
     ("peer", "kinds"),
     [
         pytest.param(
-            Role.OWNER, ("turn", "compact", "sessions", "session_show", "status"), id="owner"
+            Role.OWNER,
+            ("turn", "compact", "cancel", "sessions", "session_show", "status"),
+            id="owner",
         ),
         pytest.param(Role.GATEWAYD, ("turn", "status"), id="gatewayd"),
         pytest.param(None, ("turn", "status"), id="another-member"),

@@ -35,7 +35,7 @@ from boxmaker.core.wire.loop import (
     TurnEvent,
 )
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model import Generation, Interrupted, never
 from boxmaker.testing.daemons import InProcessLoopd, running_loopd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer
@@ -221,10 +221,16 @@ class OneAtATime(ScriptedModel):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         with self.one:
             return super().generate(
-                session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+                session,
+                prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                on_text=on_text,
+                interrupted=interrupted,
             )
 
 

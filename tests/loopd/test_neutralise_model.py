@@ -30,11 +30,13 @@ from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.markers import LlamaVocabulary, build_markers
 from boxmaker.loopd.model import (
     Generation,
+    Interrupted,
     LlamaModel,
     Model,
     Sampling,
     Wrapping,
     embedded_model_path,
+    never,
 )
 from boxmaker.loopd.session_log import SessionLogs
 from boxmaker.loopd.turn import TurnLoop
@@ -87,10 +89,16 @@ class FirstReplyScripted(Wrapping):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         if self._first is None:
             return self.inner.generate(
-                session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+                session,
+                prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                on_text=on_text,
+                interrupted=interrupted,
             )
         text, self._first = self._first, None
         ids = tuple(self.inner.tokenize(text, special=False))

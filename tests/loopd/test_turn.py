@@ -33,7 +33,7 @@ from boxmaker.core.wire.loop import (
 )
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.model import Generation
+from boxmaker.loopd.model import Generation, Interrupted, never
 from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.testing.homes import make_home
@@ -166,9 +166,15 @@ class MarkingModel(ScriptedModel):
         max_tokens: int,
         stop: set[int],
         on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
     ) -> Generation:
         generation = super().generate(
-            session, prompt, max_tokens=max_tokens, stop=stop, on_text=on_text
+            session,
+            prompt,
+            max_tokens=max_tokens,
+            stop=stop,
+            on_text=on_text,
+            interrupted=interrupted,
         )
         self.seen.append("returned")
         return generation

@@ -29,9 +29,9 @@ Whom the kernel admits, by these rules:
        install a peer is the owner when its uid is the owner's user's, never by
        its group, and gatewayd's user is never the owner; in dev mode every peer
        is the owner (the one user). A kind a peer may not send is answered
-       `forbidden` as in rule 4. loop.sock's `sessions`, `session_show` and
-       `compact` are the owner's: they read every session's log (a secret
-       session's values included) or rewrite one; gatewayd sends `turn` and
+       `forbidden` as in rule 4. loop.sock's `sessions`, `session_show`,
+       `compact` and `cancel` are the owner's: they read every session's log (a
+       secret session's values included), rewrite one or stop its turn; gatewayd sends `turn` and
        `status`, as any member of its group may.
 """
 
@@ -156,11 +156,14 @@ LOOP = Link(
     Role.LOOPD,
     (Role.OWNER, Role.GATEWAYD),
     "bx-loop-clients",
-    ("turn", "compact", "sessions", "session_show", "status"),
+    ("turn", "compact", "cancel", "sessions", "session_show", "status"),
     Runbook.LOOPD_BUSY,
     unknown_id="turn",
-    # rule 5: every session's log, and rewriting one, are the owner's alone
-    senders=tuple((kind, (Role.OWNER,)) for kind in ("compact", "sessions", "session_show")),
+    # rule 5: every session's log, rewriting one, and stopping one's turn are the
+    # owner's alone (gatewayd stops its own turn by closing its connection)
+    senders=tuple(
+        (kind, (Role.OWNER,)) for kind in ("compact", "cancel", "sessions", "session_show")
+    ),
 )
 LOOP_MEMORY = Link(
     "loop-memory",

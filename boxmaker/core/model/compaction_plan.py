@@ -25,6 +25,12 @@ from dataclasses import dataclass
 
 NOTICE_PREFIX = "[boxmaker]"
 
+# loopd's words to the model after its reply was stopped by the owner (issue 42)
+INTERRUPTED = (
+    f"{NOTICE_PREFIX} The owner stopped your last reply before it was done; it is kept "
+    "as far as you wrote it. Wait for the owner's next message."
+)
+
 # loopd's words to the model before compacting: its one chance to save to memory
 MEMORY_CHANCE = (
     f"{NOTICE_PREFIX} This conversation is about to be compacted: its older turns will be "

@@ -21,6 +21,7 @@ the link table's, `boxmaker.core.home.links`):
     checkpoint                               checkpoint_reply
     session_states                           session_state_list
     turn, compact                            turn_event..., turn_done
+    cancel                                   cancelled
     sessions                                 session_list
     session_show                             session_entries
     memory_block                             memory_block_reply
@@ -72,6 +73,8 @@ from boxmaker.core.wire.gateway import (
     ApprovalRequest,
 )
 from boxmaker.core.wire.loop import (
+    Cancel,
+    Cancelled,
     Compact,
     SessionEntries,
     SessionList,
@@ -128,6 +131,8 @@ Message = Annotated[
     | Annotated[TurnEvent, Tag("turn_event")]
     | Annotated[TurnDone, Tag("turn_done")]
     | Annotated[Compact, Tag("compact")]
+    | Annotated[Cancel, Tag("cancel")]
+    | Annotated[Cancelled, Tag("cancelled")]
     | Annotated[Sessions, Tag("sessions")]
     | Annotated[SessionList, Tag("session_list")]
     | Annotated[SessionShow, Tag("session_show")]

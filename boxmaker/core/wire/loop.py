@@ -30,6 +30,22 @@ class Compact(Strict):
     session: SessionId
 
 
+class Cancel(Strict):
+    """Stop a session's running turn at its next token (the owner's Ctrl-C, issue 42)."""
+
+    kind: Literal["cancel"] = "cancel"
+    session: SessionId
+
+
+class Cancelled(Strict):
+    """`cancel`'s answer: whether a turn of the session was running (it then ends with
+    its own turn_done, to its own client)."""
+
+    kind: Literal["cancelled"] = "cancelled"
+    session: SessionId
+    running: bool
+
+
 class Sessions(Strict):
     """Every session loopd has a log for."""
 

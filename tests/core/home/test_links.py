@@ -113,7 +113,7 @@ def test_every_row_is_one_of_its_own() -> None:
 
 def test_loop_sock_keeps_the_session_kinds_for_the_owner() -> None:
     kept = dict(LOOP.senders)
-    assert kept == dict.fromkeys(("compact", "sessions", "session_show"), (Role.OWNER,))
+    assert kept == dict.fromkeys(("compact", "cancel", "sessions", "session_show"), (Role.OWNER,))
     assert LOOP.kinds_of(Role.GATEWAYD) == LOOP.kinds_of(None) == ("turn", "status")
     assert LOOP.kinds_of(Role.OWNER) == LOOP.accepts
     for link in LINKS:  # every other link keeps nothing: its group is its clients

@@ -56,6 +56,8 @@ from boxmaker.core.wire.gateway import (
 )
 from boxmaker.core.wire.loop import (
     ApprovalPendingEvent,
+    Cancel,
+    Cancelled,
     Compact,
     ContentEvent,
     ContextCompactedEvent,
@@ -287,6 +289,8 @@ CASES: dict[str, Envelope] = {
         id="t1", final=True, message=TurnDone(session="chat-1", content="Done.", untrusted=False)
     ),
     "compact": Envelope(id="t2", final=True, message=Compact(session="chat-1")),
+    "cancel": Envelope(id="t3", final=True, message=Cancel(session="chat-1")),
+    "cancelled": Envelope(id="t3", final=True, message=Cancelled(session="chat-1", running=True)),
     "sessions": Envelope(id="v1", final=True, message=Sessions()),
     "session_list": Envelope(
         id="v1",
