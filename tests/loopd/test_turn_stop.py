@@ -1,0 +1,144 @@
+"""Stopping a turn (issue 42): `cancel {session}` on loop.sock, and a turn whose client
+leaves, stop generation at the next token. The cut reply is logged as interrupted and
+replayed as written, a notice tells the model, and the model is free for the next
+turn at once.
+
+loopd runs in this process over real Unix sockets; the model is the scripted one,
+writing a long reply a token every few milliseconds and holding one lock while it
+generates, as the real model does (one generation at a time for every session).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from boxmaker.core.model.compaction_plan import INTERRUPTED
+from boxmaker.core.wire.connection import ClientConnection
+from boxmaker.core.wire.loop import Cancel, Cancelled, Turn, TurnDone
+from boxmaker.loopd.limits import TurnLimits
+from boxmaker.loopd.model import Generation, Interrupted, never
+from boxmaker.loopd.session_log import ModelEntry, NoticeEntry, SessionLogs, UserEntry
+from boxmaker.loopd.turn import STOPPED
+from boxmaker.testing.daemons import InProcessLoopd, running_loopd
+from boxmaker.testing.homes import make_home
+from boxmaker.testing.scripted_model import ScriptedModel
+from boxmaker.testing.sockets import exchange
+from boxmaker.testing.waiting import wait_until
+
+LONG = "All work and no play makes a dull reply. " * 200  # 8,200 tokens: over 40 s paced
+PACE_S = 0.005
+LIMITS = TurnLimits(reply_tokens=len(LONG), max_tokens=len(LONG) + 100)
+
+
+class OneAtATime(ScriptedModel):
+    """The scripted model, paced, generating for one session at a time."""
+
+    def __init__(self, replies: list[str]) -> None:
+        super().__init__(replies, pace_s=PACE_S)
+        self.one = threading.Lock()
+        self.returned: list[float] = []  # when each generation returned (monotonic)
+
+    def generate(
+        self,
+        session: str,
+        prompt: list[int],
+        *,
+        max_tokens: int,
+        stop: set[int],
+        on_text: Callable[[str], None],
+        interrupted: Interrupted = never,
+    ) -> Generation:
+        with self.one:
+            generation = super().generate(
+                session,
+                prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                on_text=on_text,
+                interrupted=interrupted,
+            )
+            self.returned.append(time.monotonic())
+            return generation
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    made = make_home(tmp_path)
+    yield made
+    if made.parent != tmp_path:
+        shutil.rmtree(made.parent)
+
+
+def _streaming(loopd: InProcessLoopd, session: str) -> socket.socket:
+    """A client that asked for a turn of `session` and has its first event."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(str(loopd.socket))
+    client.sendall(ClientConnection("long").request(Turn(session=session, text="Go on.")))
+    client.settimeout(30)
+    assert client.recv(1), "no event came"
+    return client
+
+
+def _entries(loopd: InProcessLoopd, session: str) -> list[object]:
+    return list(SessionLogs(loopd.home).open(session).entries)
+
+
+def test_a_turn_whose_client_leaves_stops_and_frees_the_model(tmp_path: Path, home: Path) -> None:
+    model = OneAtATime([LONG, "Hello, b.", "Back again."])
+    with running_loopd(tmp_path, model, home=home, limits=LIMITS) as loopd:
+        client = _streaming(loopd, "a")
+        client.close()  # the owner's Ctrl-C, or a killed client
+        left = time.monotonic()
+        wait_until(lambda: bool(model.returned), 10, "the generation to stop")
+        stopped_after = model.returned[0] - left
+        done = loopd.turn("b", "hi", timeout_s=30)[-1].message
+        assert done == TurnDone(session="b", content="Hello, b.", untrusted=False)
+        logged = _entries(loopd, "a")
+        assert isinstance(logged[-2], ModelEntry)
+        assert logged[-2].interrupted
+        assert 0 < len(logged[-2].ids) < len(LONG)
+        assert LONG.startswith(logged[-2].text)
+        assert logged[-1] == NoticeEntry(text=INTERRUPTED)
+        # the session goes on: its next prompt holds the cut reply as written, and the notice
+        again = loopd.turn("a", "Are you there?", resume=True, timeout_s=30)[-1].message
+        assert isinstance(again, TurnDone)
+        assert again.content == "Back again."
+        prompt = model.prompt_text()
+        assert logged[-2].text in prompt
+        assert prompt.index(logged[-2].text) < prompt.index(INTERRUPTED)
+    # 8,200 tokens paced take over 40 s; stopped, the generation ends within a few tokens
+    assert stopped_after < 5.0, stopped_after
+
+
+def test_cancel_stops_the_sessions_running_turn(tmp_path: Path, home: Path) -> None:
+    model = OneAtATime([LONG])
+    with running_loopd(tmp_path, model, home=home, limits=LIMITS) as loopd:
+        answers: list[object] = []
+        running = threading.Thread(
+            target=lambda: answers.extend(loopd.turn("c", "Go on.", timeout_s=60)), daemon=True
+        )
+        running.start()
+        wait_until(lambda: len(model.prompts) == 1, 30, "the turn generating")
+        time.sleep(0.2)  # some of the reply written
+        cancelled = exchange(loopd.socket, Cancel(session="c"), "cancel-1")[-1].message
+        assert cancelled == Cancelled(session="c", running=True)
+        running.join(30)
+        assert not running.is_alive()
+        done = answers[-1].message  # type: ignore[attr-defined]
+        assert done == TurnDone(session="c", content=STOPPED, untrusted=False)
+        logged = _entries(loopd, "c")
+        assert isinstance(logged[0], UserEntry)
+        assert isinstance(logged[1], ModelEntry)
+        assert logged[1].interrupted
+        # nothing running: nothing to stop
+        idle = exchange(loopd.socket, Cancel(session="c"), "cancel-2")[-1].message
+        assert idle == Cancelled(session="c", running=False)
+        other = exchange(loopd.socket, Cancel(session="nobody"), "cancel-3")[-1].message
+        assert other == Cancelled(session="nobody", running=False)
