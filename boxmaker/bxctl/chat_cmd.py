@@ -39,6 +39,11 @@ and `st_ino`), the owner would read the reply twice, so the answer is not repeat
       answer is printed, as when piped: the answer is never lost to save a repeat.
 `--json` prints events and the answer in different forms; it is never shortened.
 
+Ctrl-C while a turn runs closes its connection: loopd stops the reply at its next
+token and keeps what it wrote (marked interrupted, with a notice to the model), and
+the prompt comes back in the same session. Ctrl-C at the prompt says how to leave; a
+second one, or Ctrl-D, ends the chat.
+
 `/compact`, typed as a chat line, compacts the session now instead of sending a
 turn (`compact` on loop.sock: answered as a turn, its answer one line saying what
 was done; a memory tool the model calls in its chance to save waits for approval
@@ -78,6 +83,7 @@ from boxmaker.core.wire.loop import (
     ContextCompactedEvent,
     Event,
     ReasoningEvent,
+    SessionShow,
     ToolCallStartedEvent,
     ToolDeniedEvent,
     ToolResultEvent,
@@ -266,8 +272,9 @@ def stream_turn(
     and answer its approvals."""
     what = "the turn" if isinstance(turn, Turn) else "the compaction"
     done: TurnDone | None = None
+    answers = stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None)
     try:
-        for envelope in stream(loop_socket, turn, "turn", server=LOOPD, timeout_s=None):
+        for envelope in answers:
             message = envelope.message
             if isinstance(message, TurnEvent):
                 printer.event(out, message.event)
@@ -287,9 +294,11 @@ def stream_turn(
             raise CliError(
                 f"loopd ended {what} without an answer; {Runbook.LOOPD_UNAVAILABLE.pointer}"
             )
-    except CliError:
+    except (CliError, KeyboardInterrupt):
         printer.end_blocks(out)  # the error's line starts a line of its own
         raise
+    finally:
+        answers.close()  # a Ctrl-C closes the turn's connection now: loopd stops the turn
     printer.end_reasoning(out)  # a content run stays open for the answer
     return done
 
@@ -321,11 +330,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
         )
         write_answer(done, printer, once, out, sys.stdout)
         return EXIT_OK
-    out.write(f"session {session}; end with Ctrl-D\n")
+    out.write(f"session {session}; Ctrl-C stops a reply, Ctrl-D ends\n")
+    interrupted = False  # the last Ctrl-C came at the prompt: a second one leaves
     while True:
         out.write("> ")
         out.flush()
-        line = reader.readline()
+        try:
+            line = reader.readline()
+        except KeyboardInterrupt:
+            if interrupted:
+                out.write("\n")
+                return EXIT_OK
+            interrupted = True
+            out.write("\n(Ctrl-C again, or Ctrl-D, ends the chat)\n")
+            continue
+        interrupted = False
         if not line:
             out.write("\n")
             return EXIT_OK
@@ -348,8 +367,22 @@ def cmd_chat(args: argparse.Namespace) -> int:
         except CliError as exc:
             out.write(f"bxctl: {exc.message}\n")
             return EXIT_PROBLEM
+        except KeyboardInterrupt:
+            # the connection is closed: loopd stops the reply and keeps what it wrote
+            out.write("(stopped; the session goes on)\n")
+            resume = resume or session_exists(loop_socket, session)
+            continue
         resume = True
         write_answer(done, printer, once, out, sys.stdout)
+
+
+def session_exists(loop_socket: Path, session: str) -> bool:
+    """Whether loopd has a log of `session` (a turn stopped at once may not have one)."""
+    try:
+        answers = list(stream(loop_socket, SessionShow(session=session), "show", server=LOOPD))
+    except CliError:
+        return False
+    return not isinstance(answers[-1].message, Error)
 
 
 def compact(

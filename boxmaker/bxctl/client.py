@@ -9,7 +9,7 @@ option names it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from boxmaker.bxctl.cli import CliError
@@ -57,7 +57,7 @@ def stream(
     *,
     server: tuple[str, str] = BROKERD,
     timeout_s: float | None = TIMEOUT_S,
-) -> Iterator[Envelope]:
+) -> Generator[Envelope, None, None]:
     """Each answer to `message` sent on `path` as it arrives, the final one last.
 
     `timeout_s` is a deadline for the whole exchange (None: none, for a turn that

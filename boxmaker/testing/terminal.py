@@ -2,19 +2,28 @@
 
 I/O: a pty pair and a child process whose standard input, output and error are the
 pty's one slave end (so all three are the same terminal), or only those the caller
-does not replace. What the child writes is read from the master end with deadlines;
+does not replace. The child leads a session of its own whose controlling terminal the
+pty is, as a shell's foreground job's, so a typed Ctrl-C ("\x03") is its SIGINT.
+What the child writes is read from the master end with deadlines;
 the terminal's own line discipline turns each "\\n" written into "\\r\\n".
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import subprocess
+import termios
 import time
 from collections.abc import Mapping, Sequence
 
 from boxmaker.testing.processes import clean_environment
+
+
+def _take_terminal() -> None:
+    """In the child, after its setsid: standard input's terminal becomes its own."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 class Terminal:
@@ -38,6 +47,7 @@ class Terminal:
                 stderr=slave if stderr is None else stderr,
                 env=clean_environment({"TERM": "dumb", **(env or {})}),
                 start_new_session=True,
+                preexec_fn=_take_terminal,
             )
         finally:
             os.close(slave)

@@ -33,6 +33,8 @@ from boxmaker.core.wire.loop import (
     ReasoningEvent,
     ToolDeniedEvent,
 )
+from boxmaker.loopd.limits import TurnLimits
+from boxmaker.loopd.session_log import ModelEntry, SessionLogs
 from boxmaker.testing.daemons import (
     InProcessBrokerd,
     InProcessLoopd,
@@ -441,7 +443,7 @@ def test_interactive_chat_on_a_terminal_asks_and_the_typed_id_approves(
     approval = world.next_approval
     terminal = Terminal([*console_script("bxctl"), *world.args()])
     try:
-        terminal.expect("end with Ctrl-D")
+        terminal.expect("Ctrl-D ends")
         terminal.expect("> ")
         terminal.type("please clean the build\n")
         terminal.expect("    shell ")
@@ -456,3 +458,33 @@ def test_interactive_chat_on_a_terminal_asks_and_the_typed_id_approves(
     assert status == 0
     assert terminal.everything.count("The build is clean.") == 1  # the reply shows once
     assert world.brokerd.runtime.count == 1
+
+
+def test_ctrl_c_on_a_terminal_stops_the_reply_and_keeps_the_session(tmp_path: Path) -> None:
+    # issue 42: the scripted model writes a long reply a token every 5 ms (40 s in all)
+    long = " ".join(f"Sentence {n} of a story that goes on." for n in range(1000))
+    model = ScriptedModel([long, "Still here."], pace_s=0.005)
+    limits = TurnLimits(reply_tokens=len(long), max_tokens=len(long) + 100)
+    with running_loopd(tmp_path, model, limits=limits) as loopd:
+        args = ["chat", "--session", "stop-1", "--socket", str(loopd.socket)]
+        terminal = Terminal([*console_script("bxctl"), *args])
+        try:
+            terminal.expect("> ")
+            terminal.type("write me a long story\n")
+            terminal.expect("Sentence 3 ")
+            terminal.type("\x03")  # Ctrl-C: the terminal sends SIGINT
+            terminal.expect("(stopped; the session goes on)\r\n> ")
+            wait_until(lambda: bool(loopd.daemon.turns.logs.open("stop-1").entries), 10, "log")
+            terminal.type("are you there?\n")
+            terminal.expect("Still here.\r\n> ")
+            terminal.type("\x03")  # at the prompt: how to leave
+            terminal.expect("Ctrl-C again, or Ctrl-D, ends the chat")
+            terminal.type("\x03")
+        finally:
+            status = terminal.close()
+    assert status == 0
+    entries = SessionLogs(loopd.home).open("stop-1").entries
+    cut = [e for e in entries if isinstance(e, ModelEntry) and e.interrupted]
+    assert len(cut) == 1
+    assert 0 < len(cut[0].ids) < len(long)
+    assert cut[0].text in model.prompt_text(-1)  # the next prompt holds it as logged
