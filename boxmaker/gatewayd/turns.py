@@ -43,6 +43,13 @@ a worker thread) and Mattermost (the client). The rules:
    gatewayd's user is not the owner; a thread that grows long is compacted by
    loopd itself during a turn (rule 4). Sent as a turn instead, it would be
    text for the model, not a compaction.
+8. **`stop` stops the thread's running turn** (`is_stop`: a reply in the thread that
+   is `stop` and nothing else, case and spaces aside, while that session's turn
+   runs): gatewayd closes the turn's connection, loopd stops the reply at its next
+   token and keeps what it wrote, and the answer post ends with what was written so
+   far and `STOPPED_NOTE`. The `stop` post goes to loopd as nothing. With no turn of
+   the thread running it is an ordinary message. gatewayd shutting down closes every
+   turn's connection, which stops them the same way (issue 42).
 """
 
 from __future__ import annotations
@@ -77,6 +84,8 @@ UNREACHABLE = (
 )
 CUT_OFF = "the answer was cut off: loopd stopped before the end of the turn"
 _NOT_TURNS = ("from_webhook", "from_bot", "override_username")
+STOP = "stop"
+STOPPED_NOTE = "(stopped by the owner)"
 COMPACT = "/compact"
 COMPACT_REFUSED = (
     "`/compact` is not taken in chat: compacting is the owner's, from the terminal:"
@@ -120,6 +129,11 @@ def is_compact(post: Post) -> bool:
     return post.message.strip() == COMPACT
 
 
+def is_stop(post: Post) -> bool:
+    """Rule 8: a reply in a thread asking to stop its turn."""
+    return bool(post.root_id) and post.message.strip().lower() == STOP
+
+
 def session_of(post: Post) -> tuple[str, bool]:
     """Rule 2: the session id, and whether it resumes."""
     return SESSION_PREFIX + (post.root_id or post.id), bool(post.root_id)
@@ -158,10 +172,15 @@ class TurnRelay:
         self.timeout_s = timeout_ms / 1000
         self.edit_interval_s = edit_interval_ms / 1000
         self._monotonic = monotonic
+        self._stops: dict[str, threading.Event] = {}  # the running turns' (rule 8)
 
     async def relay(self, post: Post) -> None:
         session, resume = session_of(post)
         root = post.root_id or post.id
+        if is_stop(post) and session in self._stops:  # rule 8
+            self._stops[session].set()
+            log.info("event=turn_stop_asked session=%s post=%s", session, post.id)
+            return
         if is_compact(post):  # rule 7
             await self._say(post.channel_id, root, COMPACT_REFUSED.format(session=session))
             log.info("event=compact_refused session=%s post=%s", session, post.id)
@@ -170,36 +189,15 @@ class TurnRelay:
             post.channel_id, STARTED, root_id=root, props={"unsafe_links": "true"}
         )
         log.info("event=turn session=%s post=%s resume=%s", session, post.id, resume)
-        text, final, untrusted = "", None, True
-        shown, last_edit = "", self._monotonic()
-        answers = self._read(Turn(session=session, text=post.message, resume=resume))
-        while True:
-            wait = None  # nothing new to show: wait for loopd as long as it takes
-            if text != shown:
-                wait = max(0.0, last_edit + self.edit_interval_s - self._monotonic())
-            try:
-                item = await asyncio.wait_for(answers.get(), wait)
-            except TimeoutError:  # text waiting to be shown, and the interval is up
-                await self._patch(answer.id, *streaming(text))
-                shown, last_edit = text, self._monotonic()
-                continue
-            if item is None:
-                break
-            if isinstance(item, str):  # the turn could not be run: say why
-                final = item
-                continue
-            said = item.message
-            if isinstance(said, TurnEvent) and isinstance(said.event, ContentEvent):
-                text += said.event.text
-            elif isinstance(said, TurnEvent) and isinstance(said.event, ContextCompactedEvent):
-                await self._say(
-                    post.channel_id, root, compacted_line(said.event.before, said.event.after)
-                )
-                log.info("event=compaction_posted session=%s", session)
-            elif isinstance(said, TurnDone):
-                final, untrusted = said.content, said.untrusted
-            elif isinstance(said, Error):
-                final = f"loopd could not take this message: {said.message}"
+        stop = self._stops.setdefault(session, threading.Event())
+        try:
+            text, final, untrusted = await self._stream(
+                post, answer.id, Turn(session=session, text=post.message, resume=resume), stop
+            )
+        finally:
+            self._stops.pop(session, None)
+        if final is None and stop.is_set():
+            final = f"{text}\n\n{STOPPED_NOTE}" if text else STOPPED_NOTE
         if final is None:
             final = f"{text}\n\n{CUT_OFF}" if text else CUT_OFF
         first, *more = split_reply(final, untrusted)
@@ -214,6 +212,44 @@ class TurnRelay:
             untrusted,
             1 + len(more),
         )
+
+    async def _stream(
+        self, post: Post, answer_id: str, turn: Turn, stop: threading.Event
+    ) -> tuple[str, str | None, bool]:
+        """The turn's answers into the answer post as they come (rules 3, 4 and 6): the
+        text streamed, the final content (None: none came) and its trust."""
+        root = post.root_id or post.id
+        text, final, untrusted = "", None, True
+        shown, last_edit = "", self._monotonic()
+        answers = self._read(turn, stop)
+        while True:
+            wait = None  # nothing new to show: wait for loopd as long as it takes
+            if text != shown:
+                wait = max(0.0, last_edit + self.edit_interval_s - self._monotonic())
+            try:
+                item = await asyncio.wait_for(answers.get(), wait)
+            except TimeoutError:  # text waiting to be shown, and the interval is up
+                await self._patch(answer_id, *streaming(text))
+                shown, last_edit = text, self._monotonic()
+                continue
+            if item is None:
+                break
+            if isinstance(item, str):  # the turn could not be run: say why
+                final = item
+                continue
+            said = item.message
+            if isinstance(said, TurnEvent) and isinstance(said.event, ContentEvent):
+                text += said.event.text
+            elif isinstance(said, TurnEvent) and isinstance(said.event, ContextCompactedEvent):
+                await self._say(
+                    post.channel_id, root, compacted_line(said.event.before, said.event.after)
+                )
+                log.info("event=compaction_posted session=%s", turn.session)
+            elif isinstance(said, TurnDone):
+                final, untrusted = said.content, said.untrusted
+            elif isinstance(said, Error):
+                final = f"loopd could not take this message: {said.message}"
+        return text, final, untrusted
 
     async def _say(
         self, channel_id: str, root: str, message: str, props: dict[str, str] | None = None
@@ -230,9 +266,10 @@ class TurnRelay:
         except MattermostError as exc:
             log.error("event=edit_failed post=%s %s", post_id, exc)
 
-    def _read(self, turn: Turn) -> asyncio.Queue[Envelope | str | None]:
+    def _read(self, turn: Turn, stop: threading.Event) -> asyncio.Queue[Envelope | str | None]:
         """loopd's answers to `turn` as they come, read by a thread: a str when the
-        turn could not be run, None after the last."""
+        turn could not be run, None after the last (or once `stop` is set: the
+        connection closes, and loopd stops the turn)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Envelope | str | None] = asyncio.Queue()
 
@@ -242,7 +279,13 @@ class TurnRelay:
 
         def read() -> None:
             try:
-                sent = Request(self.loop_socket, turn, f"turn-{turn.session}", self.timeout_s)
+                sent = Request(
+                    self.loop_socket,
+                    turn,
+                    f"turn-{turn.session}",
+                    self.timeout_s,
+                    cancelled=stop.is_set,
+                )
                 for envelope in sent.answers():
                     sent.wait(self.timeout_s)  # each answer moves the deadline
                     put(envelope)

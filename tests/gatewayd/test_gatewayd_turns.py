@@ -34,7 +34,7 @@ from boxmaker.gatewayd.config import (
     SocketsSection,
 )
 from boxmaker.gatewayd.serve import Gatewayd
-from boxmaker.gatewayd.turns import COMPACT_REFUSED, STARTED
+from boxmaker.gatewayd.turns import COMPACT_REFUSED, STARTED, STOPPED_NOTE
 from boxmaker.testing.fake_mattermost import BOT_TOKEN, FakeMattermost
 from boxmaker.testing.fake_mattermost_web import running
 from boxmaker.testing.homes import make_home
@@ -385,3 +385,35 @@ def test_a_reply_longer_than_a_post_goes_on_in_the_thread(
     for p in posts:
         assert (p["props"].get("unsafe_links") == "true") is untrusted
         assert (NOTICE in p["message"]) is untrusted
+
+
+# --- stopping a turn (issue 42) ------------------------------------------------------
+
+
+def test_stop_in_the_thread_closes_the_turn_and_keeps_what_was_written(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    left = threading.Event()
+
+    def long_turn(peer: Peer) -> None:
+        peer.send(TurnEvent(event=ContentEvent(text="Once upon a time")), final=False)
+        peer.hold(30)  # until gatewayd closes the connection
+        left.set()
+
+    loopd.answer = long_turn
+    asked = fake.post_as(fake.owner, dm(fake), "tell me a long story")
+    wait_until(lambda: len(loopd.turns) == 1, 15.0, "the turn at loopd")
+    wait_until(
+        lambda: any("Once upon a time" in p["message"] for p in bot_posts(fake)), 15.0, "streamed"
+    )
+    fake.post_as(fake.owner, dm(fake), "  Stop ", root_id=asked["id"])
+    assert left.wait(5), "gatewayd never closed the turn's connection"
+    (answer,) = answered(fake, 1)
+    # its trust never came (no turn_done): escaped as untrusted, with the notice
+    assert shown(answer["message"]) == f"Once upon a time\n\n{STOPPED_NOTE}\n\n{NOTICE}"
+    assert len(loopd.turns) == 1  # `stop` was not sent as a turn
+    # with no turn running, `stop` is an ordinary message of the thread
+    loopd.answer = lambda peer: say(peer, "Stopped what?", untrusted=False)
+    fake.post_as(fake.owner, dm(fake), "stop", root_id=asked["id"])
+    answered(fake, 2)
+    assert [(t.text, t.resume) for t in loopd.turns[1:]] == [("stop", True)]
