@@ -25,10 +25,12 @@ The reply shows once. Content events are the reply as it streams (one event, or
 many as the tokens arrive): their texts are written to standard error one after
 another, as one run that the next other event, or the end of the turn, ends with a
 newline. The answer (`turn_done`'s content, which is exact) goes to standard output.
-Piped, that is all: both streams carry the reply, so a script reading standard
-output gets the answer whatever the events were. When standard output and standard
-error are the same terminal (both ttys on one device: equal `st_dev`, `st_rdev`
-and `st_ino`), the owner would read the reply twice, so the answer is not repeated:
+To two places (two pipes, a file and a terminal), that is all: both streams carry
+the reply, so a script reading standard output gets the answer whatever the events
+were. When standard output and standard error are one place that one reader reads
+(one terminal, or one file or pipe, `scripts/run > log 2>&1`: equal `st_dev`,
+`st_rdev` and `st_ino`), the reader would read the reply twice, so the answer is not
+repeated:
     - the run of content events that ends the turn is compared with the answer,
       ignoring whitespace before both and, when the run holds all of it, after both;
     - when the run showed the answer or its beginning, standard output gets only
@@ -196,11 +198,10 @@ class Printer:
         self.end_reasoning(out)
 
 
-def same_terminal(first: IO[str], second: IO[str]) -> bool:
-    """Whether both streams write to one terminal: two ttys that are one device."""
+def same_output(first: IO[str], second: IO[str]) -> bool:
+    """Whether both streams write to one place that one reader reads: one terminal,
+    one file or one pipe (equal device and inode, and for a tty its device number)."""
     try:
-        if not (first.isatty() and second.isatty()):
-            return False
         a, b = os.fstat(first.fileno()), os.fstat(second.fileno())
     except (OSError, ValueError):  # not a file (a test's capture), or closed
         return False
@@ -316,7 +317,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     printer = Printer(args.json)
     reader = sys.stdin  # one buffered reader for the chat lines and the answers
     out = sys.stderr
-    once = not args.json and same_terminal(sys.stdout, out)  # the reply shows once
+    once = not args.json and same_output(sys.stdout, out)  # the reply shows once
     resume = bool(args.resume)
     if args.say is not None:
         done = stream_turn(

@@ -143,20 +143,20 @@ def test_piped_both_streams_carry_the_reply(tmp_path: Path, events: list[Event])
     assert done.stdout == ANSWER + "\n"
 
 
-def test_both_streams_in_one_file_carry_the_reply_twice(tmp_path: Path) -> None:
+def test_both_streams_in_one_file_show_the_reply_once(tmp_path: Path) -> None:
     log = tmp_path / "chat.log"
     with fake_loopd(tmp_path, TOKENS, ANSWER) as loop, log.open("wb") as file:
         status = subprocess.run(
             say(loop, tmp_path),
             stdin=subprocess.DEVNULL,
             stdout=file,
-            stderr=file,  # one file, but not a terminal
+            stderr=file,  # one file: one reader
             env=clean_environment(),
             timeout=60,
             check=False,
         ).returncode
     assert status == 0
-    assert log.read_text() == f"{ANSWER}\n{ANSWER}\n"
+    assert log.read_text() == f"{ANSWER}\n"  # issue 42: `scripts/run > log 2>&1`
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_two_terminals_each_show_their_stream(
 # --- the rules, as functions -------------------------------------------------------------
 
 
-def test_same_terminal_is_one_tty_device(tmp_path: Path) -> None:
+def test_same_output_is_one_tty_file_or_pipe(tmp_path: Path) -> None:
     master, slave = os.openpty()
     other_master, other_slave = os.openpty()
     read_end, write_end = os.pipe()
@@ -226,12 +226,16 @@ def test_same_terminal_is_one_tty_device(tmp_path: Path) -> None:
         ]
     }
     try:
-        same = chat_cmd.same_terminal
+        same = chat_cmd.same_output
         assert same(files["slave"], files["slave"])
         assert same(files["slave"], files["by_name"])  # another descriptor, one terminal
         assert not same(files["slave"], files["other"])
         assert not same(files["slave"], files["pipe"])
-        assert not same(files["pipe"], files["pipe"])  # one pipe, but not a terminal
+        assert same(files["pipe"], files["pipe"])  # one pipe: one reader
+        with open(tmp_path / "a", "w") as a, open(tmp_path / "b", "w") as b:
+            assert not same(a, b)
+            with open(tmp_path / "a", "a") as again:
+                assert same(a, again)  # one file
     finally:
         for file in files.values():
             file.close()
