@@ -126,6 +126,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -147,6 +148,7 @@ from raw_llama import (
     turn,
 )
 
+from boxmaker.core.home.links import LOOP
 from boxmaker.core.model.chat_format import Role
 from boxmaker.core.model.chat_format import Turn as LogTurn
 from boxmaker.core.model.reply_stream import streamable
@@ -155,6 +157,7 @@ from boxmaker.core.model.template_sandbox import ChatTemplate, TemplateRenderer
 from boxmaker.core.sanitize import MEMORY_TAGS, neutralise
 from boxmaker.core.wire.loop import Compact, ContentEvent, ReasoningEvent, Turn, TurnDone, TurnEvent
 from boxmaker.ipc import client
+from boxmaker.ipc.connection import Connection, SocketRules
 from boxmaker.ipc.template_worker import TemplateWorker, WorkerTemplate
 from boxmaker.loopd.adapter import describe
 from boxmaker.loopd.config import LoopdConfig, load_config
@@ -763,9 +766,33 @@ def print_generation(generation: Generation) -> list[str]:
         f"less the model's generate call), median "
         f"{statistics.median(generation.turn_own) * 1000:.1f} ms (printed, not judged)"
     )
+    asked = client_check_s()
+    token_s = 1 / statistics.median(raw_rates)
+    print(
+        f"  asking whether the turn's client is still there (issue 42, before each token): "
+        f"{asked * 1e6:.1f} us a token, {asked / token_s * 100:.3f} % of a token's time "
+        "(in the ratio above; printed, not judged)"
+    )
     if generation.ratio < GEN_LIMIT:
         return [f"generation ratio {generation.ratio:.3f} < {GEN_LIMIT}"]
     return []
+
+
+def client_check_s(calls: int = 20_000) -> float:
+    """The time of one `Connection.client_left` on a connected socket whose client is
+    there (the check loopd makes before each token of a turn): the fastest of 5 runs."""
+    server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with server, client:
+        conn = Connection(server, SocketRules(LOOP, cap=1))
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(calls):
+                conn.client_left()
+            best = min(best, (time.perf_counter() - started) / calls)
+        if conn.client_left():
+            raise SystemExit("the client check says a present client left")
+        return best
 
 
 def run(work: Path) -> int:
