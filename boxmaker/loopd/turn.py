@@ -307,6 +307,8 @@ class TurnLoop:
             if not reply.calls:
                 return reply.content
             for call, made in zip(reply.calls, logged, strict=True):
+                if interrupted():  # the call at brokerd finished; no other is made
+                    return STOPPED
                 if calls >= self._limits.max_tool_calls:
                     return (
                         f"The turn stopped: the model asked for more than "
