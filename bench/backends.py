@@ -240,7 +240,7 @@ def main() -> int:
             sampling=ADAPTED,
             adapter=check_adapter(adapter, "gemma3"),
         )
-        arguments = ("-c", str(CONTEXT), "-t", str(THREADS), "-np", "1", "--swa-full")
+        arguments = ("-c", str(CONTEXT), "-t", str(THREADS), "-np", "1", "-fa", "off", "--swa-full")
         failed: list[str] = []
         with running_server(
             model_file, *arguments, "--lora", str(adapter.path), log=home / "server.log"

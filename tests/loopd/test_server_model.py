@@ -60,7 +60,7 @@ def server(embedded: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     log = tmp_path_factory.mktemp("server") / "llama-server.log"
     adapter = shipped_adapter().path
     # --swa-full: Gemma 3 keeps its sliding-window cells, as loopd in-process does
-    arguments = ("-c", str(CONTEXT), "-t", "2", "-np", "1", "--swa-full", "--lora", str(adapter))
+    arguments = ("-c", str(CONTEXT), "-t", "2", "-np", "1", "-fa", "off", "--swa-full", "--lora", str(adapter))
     with running_server(embedded, *arguments, log=log) as url:
         yield url
 
