@@ -218,7 +218,7 @@ def measure(api: Api, url: str, model_file: Path, local: LlamaModel) -> list[str
     print(
         f"{api}: a resumed session's first token {statistics.median(served_resumed) * 1000:.1f} ms "
         f"served, {statistics.median(local_resumed) * 1000:.1f} ms in-process "
-        f"({len(next_turn(0))} tokens, the last turn's new): ratio {resumed:.3f} "
+        f"(a prompt of {len(next_turn(0))} tokens, only its last turn new): ratio {resumed:.3f} "
         f"(at most {RESUME_LIMIT})"
     )
     if resumed > RESUME_LIMIT:
