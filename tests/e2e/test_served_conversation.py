@@ -79,7 +79,9 @@ def server(embedded: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     two greedy runs), and greedy decoding follows the last bit at a near tie."""
     log = tmp_path_factory.mktemp("server") / "llama-server.log"
     adapter = str(shipped_adapter().path)
-    arguments = ("-c", str(CONTEXT), "-t", "2", "-np", "1", "-fa", "off", "--swa-full", "--lora", adapter)
+    # -fa off: loopd's CPU setting (docs/backends.md); --swa-full: its sliding window
+    arguments = ["-c", str(CONTEXT), "-t", "2", "-np", "1", "-fa", "off", "--swa-full"]
+    arguments += ["--lora", adapter]
     with running_server(embedded, *arguments, log=log) as url:
         yield url
 
