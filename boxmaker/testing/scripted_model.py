@@ -7,7 +7,8 @@ spelled in text is many tokens, as with a real tokenizer. Each `generate`
 answers with the next scripted reply (a string, or a function of the prompt's
 text), handing its text to `on_text` one token (one character) at a time as the
 real model streams it (`pace_s` apart, where given; `interrupted` asked before each
-token after the first, as the real model does), and records the prompt it was
+token after the first, and with `serial` one generation at a time, as the real model
+does), and records the prompt it was
 given, and how much of it a real model would have had to evaluate.
 
 `merge_content` joins the content events such streaming yields back into one per
@@ -35,9 +36,14 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
         replies: Sequence[Reply] = (),
         chat_template: str | None = None,
         pace_s: float = 0.0,
+        serial: bool = False,
     ) -> None:
         self.replies: list[Reply] = list(replies)
         self.pace_s = pace_s  # a pause after each token: a reply that takes its time
+        # one generation at a time for every session, its text handed out under the
+        # lock, as the real model does
+        self._serial = threading.Lock() if serial else None
+        self.returned: list[float] = []  # when each generation returned (monotonic)
         self.chat_template = chat_template
         self.prompts: list[list[int]] = []
         self.evaluated: list[int] = []
@@ -57,6 +63,19 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
         stop: set[int],
         on_text: Callable[[str], None],
         interrupted: Interrupted = never,
+    ) -> Generation:
+        if self._serial is None:
+            return self._generate(session, prompt, max_tokens, on_text, interrupted)
+        with self._serial:
+            return self._generate(session, prompt, max_tokens, on_text, interrupted)
+
+    def _generate(
+        self,
+        session: str,
+        prompt: list[int],
+        max_tokens: int,
+        on_text: Callable[[str], None],
+        interrupted: Interrupted,
     ) -> Generation:
         with self._lock:
             before = self._last.get(session, [])
@@ -84,6 +103,7 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
         cut = len(made) < len(ids)
         with self._lock:
             self._last[session] = list(prompt) + made
+            self.returned.append(time.monotonic())
         return Generation(
             ids=tuple(made),
             text=self.detokenize(made),

@@ -11,7 +11,7 @@ import shutil
 import socket
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -35,7 +35,6 @@ from boxmaker.core.wire.loop import (
     TurnEvent,
 )
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.model import Generation, Interrupted, never
 from boxmaker.testing.daemons import InProcessLoopd, running_loopd
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer
@@ -204,38 +203,9 @@ def check_modes(loopd: InProcessLoopd) -> None:
     assert mode(loopd.socket.parent) == 0o700
 
 
-class OneAtATime(ScriptedModel):
-    """The scripted model, one generation at a time with its text handed out under the
-    lock, as the real model does."""
-
-    def __init__(self, replies: list[str]) -> None:
-        super().__init__(replies)
-        self.one = threading.Lock()
-
-    def generate(
-        self,
-        session: str,
-        prompt: list[int],
-        *,
-        max_tokens: int,
-        stop: set[int],
-        on_text: Callable[[str], None],
-        interrupted: Interrupted = never,
-    ) -> Generation:
-        with self.one:
-            return super().generate(
-                session,
-                prompt,
-                max_tokens=max_tokens,
-                stop=stop,
-                on_text=on_text,
-                interrupted=interrupted,
-            )
-
-
 def test_a_client_that_stops_reading_holds_up_no_other_session(tmp_path: Path, home: Path) -> None:
     long = "x" * 20_000  # one content event per token: far more than a socket buffers
-    model = OneAtATime([long, "Hello, b."])
+    model = ScriptedModel([long, "Hello, b."], serial=True)
     limits = TurnLimits(reply_tokens=len(long), max_tokens=len(long) + 100)
     with (
         running_loopd(tmp_path, model, home=home, limits=limits) as loopd,

@@ -14,7 +14,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,6 @@ from boxmaker.core.model.compaction_plan import INTERRUPTED
 from boxmaker.core.wire.connection import ClientConnection
 from boxmaker.core.wire.loop import Cancel, Cancelled, Turn, TurnDone
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.model import Generation, Interrupted, never
 from boxmaker.loopd.session_log import ModelEntry, NoticeEntry, SessionLogs, UserEntry
 from boxmaker.loopd.turn import STOPPED
 from boxmaker.testing.daemons import InProcessLoopd, running_loopd
@@ -35,37 +34,6 @@ from boxmaker.testing.waiting import wait_until
 LONG = "All work and no play makes a dull reply. " * 200  # 8,200 tokens: over 40 s paced
 PACE_S = 0.005
 LIMITS = TurnLimits(reply_tokens=len(LONG), max_tokens=len(LONG) + 100)
-
-
-class OneAtATime(ScriptedModel):
-    """The scripted model, paced, generating for one session at a time."""
-
-    def __init__(self, replies: list[str]) -> None:
-        super().__init__(replies, pace_s=PACE_S)
-        self.one = threading.Lock()
-        self.returned: list[float] = []  # when each generation returned (monotonic)
-
-    def generate(
-        self,
-        session: str,
-        prompt: list[int],
-        *,
-        max_tokens: int,
-        stop: set[int],
-        on_text: Callable[[str], None],
-        interrupted: Interrupted = never,
-    ) -> Generation:
-        with self.one:
-            generation = super().generate(
-                session,
-                prompt,
-                max_tokens=max_tokens,
-                stop=stop,
-                on_text=on_text,
-                interrupted=interrupted,
-            )
-            self.returned.append(time.monotonic())
-            return generation
 
 
 @pytest.fixture
@@ -91,7 +59,7 @@ def _entries(loopd: InProcessLoopd, session: str) -> list[object]:
 
 
 def test_a_turn_whose_client_leaves_stops_and_frees_the_model(tmp_path: Path, home: Path) -> None:
-    model = OneAtATime([LONG, "Hello, b.", "Back again."])
+    model = ScriptedModel([LONG, "Hello, b.", "Back again."], pace_s=PACE_S, serial=True)
     with running_loopd(tmp_path, model, home=home, limits=LIMITS) as loopd:
         client = _streaming(loopd, "a")
         client.close()  # the owner's Ctrl-C, or a killed client
@@ -118,7 +86,7 @@ def test_a_turn_whose_client_leaves_stops_and_frees_the_model(tmp_path: Path, ho
 
 
 def test_cancel_stops_the_sessions_running_turn(tmp_path: Path, home: Path) -> None:
-    model = OneAtATime([LONG])
+    model = ScriptedModel([LONG], pace_s=PACE_S, serial=True)
     with running_loopd(tmp_path, model, home=home, limits=LIMITS) as loopd:
         answers: list[object] = []
         running = threading.Thread(
