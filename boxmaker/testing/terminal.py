@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import signal
 import subprocess
 import termios
 import time
@@ -22,8 +23,12 @@ from boxmaker.testing.processes import clean_environment
 
 
 def _take_terminal() -> None:
-    """In the child, after its setsid: standard input's terminal becomes its own."""
+    """In the child, after its setsid: standard input's terminal becomes its own, and
+    Ctrl-C its default again, as a shell starts a foreground job (a test run in the
+    background of a shell without job control inherits SIGINT ignored, and a Python
+    started so never raises KeyboardInterrupt)."""
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:

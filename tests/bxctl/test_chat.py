@@ -464,7 +464,11 @@ def test_ctrl_c_on_a_terminal_stops_the_reply_and_keeps_the_session(tmp_path: Pa
     # issue 42: the scripted model writes a long reply a token every 5 ms (40 s in all)
     long = " ".join(f"Sentence {n} of a story that goes on." for n in range(1000))
     model = ScriptedModel([long, "Still here."], pace_s=0.005)
-    limits = TurnLimits(reply_tokens=len(long), max_tokens=len(long) + 100)
+    # one generation for the whole reply (the scripted model answers each call of a
+    # stretch with its next reply)
+    limits = TurnLimits(
+        reply_tokens=len(long), max_tokens=len(long) + 100, repeat_check_tokens=len(long)
+    )
     with running_loopd(tmp_path, model, limits=limits) as loopd:
         args = ["chat", "--session", "stop-1", "--socket", str(loopd.socket)]
         terminal = Terminal([*console_script("bxctl"), *args])

@@ -33,7 +33,11 @@ from boxmaker.testing.waiting import wait_until
 
 LONG = "All work and no play makes a dull reply. " * 200  # 8,200 tokens: over 40 s paced
 PACE_S = 0.005
-LIMITS = TurnLimits(reply_tokens=len(LONG), max_tokens=len(LONG) + 100)
+# one generation for the whole reply (the scripted model answers each call of a stretch
+# with its next reply)
+LIMITS = TurnLimits(
+    reply_tokens=len(LONG), max_tokens=len(LONG) + 100, repeat_check_tokens=len(LONG)
+)
 
 
 @pytest.fixture
