@@ -92,6 +92,7 @@ from boxmaker.core.wire.loop import (
     Turn,
     TurnDone,
     TurnEvent,
+    UsageEvent,
 )
 
 RESET = "\x1b[0m"
@@ -139,6 +140,8 @@ class Printer:
             line = orjson.dumps(event.model_dump(mode="json", by_alias=True)).decode()
             out.write(escape_arguments(line) + "\n")  # the same JSON, nothing hidden
             return
+        if isinstance(event, UsageEvent):
+            return  # for the console's status line; a plain run shows the reply alone
         if not isinstance(event, ContentEvent):
             self.end_content(out)
         match event:

@@ -16,6 +16,7 @@ stretch of `repeat_check_tokens` that does not end it, a reply that only repeats
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ class Reply:
     answer: str | None  # outside reasoning; None when the reply was cut off unfinished
     repeated: Repetition | None = None  # stopped because it only repeated itself
     interrupted: bool = False  # stopped between tokens: its turn was cancelled
+    seconds: float = 0.0  # from the first streamed piece to the last (the writing rate's)
 
 
 def stop_ids(model: Model, dialect: Dialect) -> set[int]:
@@ -79,8 +81,14 @@ class Replier:
         answer = ReplyStream(dialect.syntax)
         paced = Paced(emit, self._limits.stream_interval_s)
         thinks = self._limits.reasoning_tokens if reasoning_tokens is None else reasoning_tokens
+        pieces: list[float] = []  # when the first and the last piece came
 
         def on_text(piece: str) -> None:
+            now = time.monotonic()
+            if pieces:
+                pieces[1] = now
+            else:
+                pieces.extend((now, now))
             reasoning, content = thinking.feed(piece)
             paced.add(ReasoningEvent, reasoning)
             paced.add(ContentEvent, answer.feed(content) if content else "")
@@ -126,11 +134,16 @@ class Replier:
         paced.add(ReasoningEvent, reasoning)
         if cut or repeated is not None or (last and not finished and len(ids) >= budget):
             paced.flush()  # what was held back (perhaps half a tool call) is not shown
-            return Reply(tuple(ids), text, finished, None, repeated, cut)
+            return Reply(tuple(ids), text, finished, None, repeated, cut, _span(pieces))
         released = answer.feed(content) if content else ""
         paced.add(ContentEvent, released + answer.finish())
         paced.flush()
         split = thinking.split()
         if split.reasoning:
             log.info("event=reasoning session=%s chars=%d", session, len(split.reasoning))
-        return Reply(tuple(ids), text, finished, split.answer)
+        return Reply(tuple(ids), text, finished, split.answer, seconds=_span(pieces))
+
+
+def _span(times: list[float]) -> float:
+    """Seconds from the first time to the last, to the millisecond; 0 for fewer than two."""
+    return round(times[-1] - times[0], 3) if times else 0.0

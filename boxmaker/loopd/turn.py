@@ -70,7 +70,7 @@ from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
 from boxmaker.core.runbook import Runbook
-from boxmaker.core.wire.loop import Event, TurnDone
+from boxmaker.core.wire.loop import Event, TurnDone, UsageEvent
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.compaction import Compactor, NoRoomError
 from boxmaker.loopd.limits import TurnLimits
@@ -263,6 +263,14 @@ class TurnLoop:
                 log.warning("event=model_unavailable session=%s %s", session, exc)
                 return f"The turn stopped: {exc}."
             generated += len(generation.ids)
+            emit(
+                UsageEvent(
+                    prompt=len(prompt),
+                    generated=len(generation.ids),
+                    context=self._limits.context,
+                    seconds=generation.seconds,
+                )
+            )
             if generation.interrupted:
                 session_log.append(
                     ModelEntry(

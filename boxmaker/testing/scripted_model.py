@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from boxmaker.core.wire.loop import ContentEvent, Event
+from boxmaker.core.wire.loop import ContentEvent, Event, UsageEvent
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
 from boxmaker.loopd.model import Generation, Interrupted, NoVocabulary, never
 
@@ -115,11 +115,19 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
 
 
 def merge_content(events: Sequence[Event]) -> list[Event]:
-    """`events`, each run of consecutive content events joined into one."""
+    """`events`, each run of consecutive content events joined into one, without the
+    usage events (the status line's figures; `usage_of` keeps them)."""
     merged: list[Event] = []
     for event in events:
+        if isinstance(event, UsageEvent):
+            continue
         if isinstance(event, ContentEvent) and merged and isinstance(merged[-1], ContentEvent):
             merged[-1] = ContentEvent(text=merged[-1].text + event.text)
         else:
             merged.append(event)
     return merged
+
+
+def usage_of(events: Sequence[Event]) -> list[UsageEvent]:
+    """The usage events among `events`, one for each reply of the model, in order."""
+    return [event for event in events if isinstance(event, UsageEvent)]

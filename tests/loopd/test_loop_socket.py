@@ -7,6 +7,7 @@ LoopServer on `<home>/run/loop/loop.sock`); the tests are its clients.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import stat
@@ -88,11 +89,21 @@ def test_the_wire_bytes_of_a_turn_event_are_the_pinned_envelope(tmp_path: Path, 
         )
         frames, closed = exchange_raw(loopd.socket, payload)
     assert closed
-    assert frames == [  # the reply streams: one content event per token
+    *streamed, usage, done = frames
+    assert streamed == [  # the reply streams: one content event per token
         b'{"id":"t1","final":false,"message":{"kind":"turn_event","event":{"type":"content","text":"h"}}}',
         b'{"id":"t1","final":false,"message":{"kind":"turn_event","event":{"type":"content","text":"i"}}}',
-        b'{"id":"t1","final":true,"message":{"kind":"turn_done","session":"s1","content":"hi","untrusted":false}}',
     ]
+    # its usage (the context is not known: absent), the seconds as measured
+    assert re.fullmatch(
+        rb'{"id":"t1","final":false,"message":{"kind":"turn_event","event":'
+        rb'{"type":"usage","prompt":\d+,"generated":2,"seconds":\d+\.\d+}}}',
+        usage,
+    )
+    assert done == (
+        b'{"id":"t1","final":true,"message":{"kind":"turn_done","session":"s1",'
+        b'"content":"hi","untrusted":false}}'
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -38,7 +39,13 @@ from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
 from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, pending_then
-from boxmaker.testing.scripted_model import OFFSET, SPECIAL, ScriptedModel, merge_content
+from boxmaker.testing.scripted_model import (
+    OFFSET,
+    SPECIAL,
+    ScriptedModel,
+    merge_content,
+    usage_of,
+)
 from boxmaker.testing.sockets import Script, ScriptedServer
 
 END_OF_TURN = SPECIAL["<end_of_turn>"]
@@ -275,6 +282,29 @@ def test_a_tool_call_goes_to_brokerd_and_its_result_reaches_the_model(place: Hom
     tool_entry = place.log_lines("chat-1")[2]
     assert tool_entry["type"] == "tool"
     assert (tool_entry["class"], tool_entry["untrusted"]) == ("private", False)
+
+
+def test_each_reply_is_followed_by_its_usage_as_logged(place: Home) -> None:
+    result = ResultResponse(
+        content="buy milk", class_=DataClass.PRIVATE, untrusted=False, truncated=False
+    )
+    model = ScriptedModel([READ, "You need milk."])
+    events: list[Event] = []
+    with place.broker(answer(result)):
+        place.loop(model, limits=TurnLimits(stream_interval_s=0, context=4096)).run(
+            "chat-1", "what is on my list?", False, events.append
+        )
+    usage = usage_of(events)
+    replies = [e for e in place.log_lines("chat-1") if e["type"] == "model"]
+    logged = [(r["prompt"], len(cast(list[int], r["ids"]))) for r in replies]
+    assert [(u.prompt, u.generated) for u in usage] == logged
+    assert len(usage) == 2
+    assert usage[0].prompt < usage[1].prompt
+    assert {u.context for u in usage} == {4096}
+    assert all(u.seconds >= 0 for u in usage)
+    # each comes after its reply's content and before what the reply led to
+    kinds = [e.type for e in events if not isinstance(e, ContentEvent)]
+    assert kinds == ["usage", "tool_call_started", "tool_result", "usage"]
 
 
 def test_approval_pending_and_tool_denied_name_the_tool_brokerd_decides_on(place: Home) -> None:

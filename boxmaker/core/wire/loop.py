@@ -143,6 +143,19 @@ class ContextCompactedEvent(Strict):
     after: int = Field(ge=0)
 
 
+class UsageEvent(Strict):
+    """After each reply of the model: what its prompt filled and how fast it wrote.
+
+    For the owner's status line only; nothing decides on it.
+    """
+
+    type: Literal["usage"] = "usage"
+    prompt: int = Field(ge=0)  # the prompt's tokens, as the model read them
+    generated: int = Field(ge=0)  # the reply's tokens
+    context: int | None = Field(default=None, ge=1)  # the model's context; absent: not known
+    seconds: float = Field(ge=0)  # from the reply's first token to its last
+
+
 Event = Annotated[
     ReasoningEvent
     | ContentEvent
@@ -150,7 +163,8 @@ Event = Annotated[
     | ToolResultEvent
     | ToolDeniedEvent
     | ApprovalPendingEvent
-    | ContextCompactedEvent,
+    | ContextCompactedEvent
+    | UsageEvent,
     Field(discriminator="type"),
 ]
 

@@ -74,6 +74,7 @@ from boxmaker.core.wire.loop import (
     Turn,
     TurnDone,
     TurnEvent,
+    UsageEvent,
 )
 from boxmaker.core.wire.memory import (
     BlockExclusion,
@@ -285,6 +286,11 @@ CASES: dict[str, Envelope] = {
         final=False,
         message=TurnEvent(event=ContextCompactedEvent(before=1812, after=604)),
     ),
+    "turn_event_usage": Envelope(
+        id="t1",
+        final=False,
+        message=TurnEvent(event=UsageEvent(prompt=1812, generated=96, context=8192, seconds=2.125)),
+    ),
     "turn_done": Envelope(
         id="t1", final=True, message=TurnDone(session="chat-1", content="Done.", untrusted=False)
     ),
@@ -476,6 +482,7 @@ def test_every_turn_event_type_has_a_fixture() -> None:
         "tool_denied",
         "approval_pending",
         "context_compacted",
+        "usage",
     }
 
 
