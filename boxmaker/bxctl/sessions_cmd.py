@@ -58,7 +58,8 @@ from typing import Any
 
 import orjson
 
-from boxmaker.bxctl.chat_cmd import OnPending, Printer, stream_turn
+from boxmaker.bxctl.chat_printer import Printer
+from boxmaker.bxctl.chat_turns import OnPending, stream_turn
 from boxmaker.bxctl.cli import EXIT_OK, EXIT_PROBLEM, CliError, Parser, err, out
 from boxmaker.bxctl.client import (
     LOOPD,

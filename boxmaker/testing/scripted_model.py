@@ -6,7 +6,8 @@ ids; without it, every character is its own id (code point + 1000), so a tag
 spelled in text is many tokens, as with a real tokenizer. Each `generate`
 answers with the next scripted reply (a string, or a function of the prompt's
 text), handing its text to `on_text` one token (one character) at a time as the
-real model streams it (`pace_s` apart, where given; `interrupted` asked before each
+real model streams it (`pace_s` apart, where given, spent asleep or, `busy`, on the
+processor as a real model's are; `interrupted` asked before each
 token after the first, and with `serial` one generation at a time, as the real model
 does), and records the prompt it was
 given, and how much of it a real model would have had to evaluate.
@@ -25,7 +26,7 @@ from boxmaker.core.wire.loop import ContentEvent, Event, UsageEvent
 from boxmaker.loopd.demo import OFFSET, SPECIAL, CharTokenizer
 from boxmaker.loopd.model import Generation, Interrupted, NoVocabulary, never
 
-__all__ = ["OFFSET", "SPECIAL", "ScriptedModel", "merge_content"]
+__all__ = ["OFFSET", "SPECIAL", "ScriptedModel", "merge_content", "usage_of"]
 
 Reply = str | Callable[[str], str]
 
@@ -37,9 +38,11 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
         chat_template: str | None = None,
         pace_s: float = 0.0,
         serial: bool = False,
+        busy: bool = False,
     ) -> None:
         self.replies: list[Reply] = list(replies)
         self.pace_s = pace_s  # a pause after each token: a reply that takes its time
+        self.busy = busy  # the pause spent computing, as a real model spends a core
         # one generation at a time for every session, its text handed out under the
         # lock, as the real model does
         self._serial = threading.Lock() if serial else None
@@ -99,7 +102,7 @@ class ScriptedModel(CharTokenizer, NoVocabulary):
             made.append(token)
             on_text(self.detokenize([token]))
             if self.pace_s:
-                time.sleep(self.pace_s)
+                _pause(self.pace_s, self.busy)
         cut = len(made) < len(ids)
         with self._lock:
             self._last[session] = list(prompt) + made
@@ -131,3 +134,12 @@ def merge_content(events: Sequence[Event]) -> list[Event]:
 def usage_of(events: Sequence[Event]) -> list[UsageEvent]:
     """The usage events among `events`, one for each reply of the model, in order."""
     return [event for event in events if isinstance(event, UsageEvent)]
+
+
+def _pause(seconds: float, busy: bool) -> None:
+    if not busy:
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass

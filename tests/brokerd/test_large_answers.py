@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from boxmaker.brokerd.config import MAX_OUTPUT_BYTES, load_config
-from boxmaker.bxctl.chat_cmd import handle_pending
+from boxmaker.bxctl.chat_turns import handle_pending
 from boxmaker.bxctl.main import main as bxctl
 from boxmaker.core.audit.records import ResultEvent
 from boxmaker.core.errors import ConfigError

@@ -28,6 +28,7 @@ from boxmaker.core.wire.broker import (
 )
 from boxmaker.testing.daemons import InProcessBrokerd, running_brokerd
 from boxmaker.testing.homes import write_grant
+from boxmaker.testing.hostile_text import CONTROLS
 from boxmaker.testing.sockets import OpenCall
 
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
@@ -74,11 +75,7 @@ def test_no_approvals(brokerd: InProcessBrokerd, capsys: pytest.CaptureFixture[s
 def test_arguments_full_of_escape_sequences_are_printed_as_data(
     brokerd: InProcessBrokerd, scratch: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    command = (
-        "echo \x1b[31mred\x1b[0m \x1b]0;title\x07 \x1b[2J\x1b[H \x1b[8mhidden\x1b[28m"
-        " back\x08\x08\r over \x9b31m c1 \x7f del\ttab\nnewline"
-        " \u202eevil.sh\u202c zero\u200bwidth \u2066isolate\u2069 bom\ufeff"
-    )
+    command = CONTROLS
     arguments = orjson.dumps({"command": command, "cwd": str(scratch)}).decode()
     call, approval = ask(brokerd, arguments)
     with call:

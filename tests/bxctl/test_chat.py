@@ -441,7 +441,7 @@ def test_interactive_chat_on_a_terminal_asks_and_the_typed_id_approves(
     world: World,
 ) -> None:
     approval = world.next_approval
-    terminal = Terminal([*console_script("bxctl"), *world.args()])
+    terminal = Terminal([*console_script("bxctl"), *world.args("--plain")])
     try:
         terminal.expect("Ctrl-D ends")
         terminal.expect("> ")
@@ -470,7 +470,7 @@ def test_ctrl_c_on_a_terminal_stops_the_reply_and_keeps_the_session(tmp_path: Pa
         reply_tokens=len(long), max_tokens=len(long) + 100, repeat_check_tokens=len(long)
     )
     with running_loopd(tmp_path, model, limits=limits) as loopd:
-        args = ["chat", "--session", "stop-1", "--socket", str(loopd.socket)]
+        args = ["chat", "--plain", "--session", "stop-1", "--socket", str(loopd.socket)]
         terminal = Terminal([*console_script("bxctl"), *args])
         try:
             terminal.expect("> ")

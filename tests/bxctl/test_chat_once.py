@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.bxctl import chat_cmd
+from boxmaker.bxctl import chat_lines, chat_printer
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.wire.loop import ContentEvent, Event, ReasoningEvent, ToolDeniedEvent
 from boxmaker.testing.peer_scripts import fake_loopd_script
@@ -78,7 +78,7 @@ def on_one_terminal(tmp_path: Path, events: Sequence[Event], content: str) -> tu
                 *TOKENS,
             ],
             ANSWER,
-            f"{chat_cmd.DIM}thinking{chat_cmd.RESET}\r\nLet me look.\r\n"
+            f"{chat_printer.DIM}thinking{chat_printer.RESET}\r\nLet me look.\r\n"
             f"[denied read_file: no_grant]\r\n{ANSWER}\r\n",
             id="only the run that ends the turn is the answer",
         ),
@@ -226,7 +226,7 @@ def test_same_output_is_one_tty_file_or_pipe(tmp_path: Path) -> None:
         ]
     }
     try:
-        same = chat_cmd.same_output
+        same = chat_printer.same_output
         assert same(files["slave"], files["slave"])
         assert same(files["slave"], files["by_name"])  # another descriptor, one terminal
         assert not same(files["slave"], files["other"])
@@ -261,4 +261,4 @@ def test_same_output_is_one_tty_file_or_pipe(tmp_path: Path) -> None:
     ids=repr,
 )
 def test_unshown_rest(shown: str | None, answer: str, rest: str | None) -> None:
-    assert chat_cmd.unshown_rest(shown, answer) == rest
+    assert chat_lines.unshown_rest(shown, answer) == rest

@@ -14,10 +14,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from boxmaker.bxctl.chat_cmd import _pointer
+from boxmaker.bxctl.chat_lines import event_lines
 from boxmaker.core.audit.views import DeniedView
 from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.runbook import Runbook
+from boxmaker.core.wire.loop import ToolDeniedEvent
 from boxmaker.loopd.tools import denial_text
 
 RUNBOOK = Path(__file__).resolve().parents[3] / "runbook.md"
@@ -61,11 +62,12 @@ def test_each_reason_has_its_texts_and_an_existing_runbook_entry(reason: DenyRea
     anchor = POINTED.get(reason)
     if anchor is None:
         assert reason.runbook is None
-        assert _pointer(reason) is None
+        assert len(event_lines(ToolDeniedEvent(name="shell", reason=reason))) == 1
     else:
         assert reason.runbook is Runbook(anchor)
         assert anchor in _headings()
-        assert _pointer(reason) == Runbook(anchor).pointer
+        _, pointer = event_lines(ToolDeniedEvent(name="shell", reason=reason))
+        assert pointer == Runbook(anchor).pointer
 
 
 def test_the_model_texts_are_all_different() -> None:
