@@ -194,6 +194,10 @@ class TurnRelay:
             text, final, untrusted = await self._stream(
                 post, answer.id, Turn(session=session, text=post.message, resume=resume), stop
             )
+        except asyncio.CancelledError:
+            stop.set()  # gatewayd is stopping: the reader closes the turn's connection now
+            log.info("event=turn_stopped_by_shutdown session=%s post=%s", session, post.id)
+            raise
         finally:
             self._stops.pop(session, None)
         if final is None and stop.is_set():

@@ -41,6 +41,7 @@ from boxmaker.core.wire.loop import (
     ToolResultEvent,
 )
 from boxmaker.loopd.broker_port import NOT_CONFIGURED, BrokerPort
+from boxmaker.loopd.model import Interrupted, never
 from boxmaker.loopd.prompting import Prompter
 from boxmaker.loopd.session_log import SessionLog, ToolEntry
 from boxmaker.loopd.tools import denial_text, find_tools
@@ -88,9 +89,11 @@ class ToolRunner:
         emit: Callable[[Event], None],
         only: frozenset[str] | None = None,
         answers: str | None = None,
+        interrupted: Interrupted = never,
     ) -> None:
         """Run one call and log its result, with `answers`, the id of the model's call it
-        answers; with `only`, a call to any other tool is not run (its result says so)."""
+        answers; with `only`, a call to any other tool is not run (its result says so);
+        a call waiting for the owner is withdrawn when `interrupted()` (`BrokerPort`)."""
         call_id = f"c{uuid.uuid4().hex[:20]}"
         name = call.name if isinstance(call, ToolCall) else "unreadable"
         arguments = call.arguments if isinstance(call, ToolCall) else "{}"
@@ -100,7 +103,7 @@ class ToolRunner:
         elif only is not None and called(call) not in only:
             outcome = ToolOutcome(f"Not run: only these tools run now: {', '.join(sorted(only))}.")
         else:
-            outcome = self._outcome(session, call_id, call, emit)
+            outcome = self._outcome(session, call_id, call, emit, interrupted)
         content = self._prompter.neutralised(session, "tool", outcome.content)
         shown = self._sized(content)
         if shown is not None:
@@ -138,7 +141,12 @@ class ToolRunner:
         return cut.text if cut.cut else None
 
     def _outcome(
-        self, session: str, call_id: str, call: ToolCall, emit: Callable[[Event], None]
+        self,
+        session: str,
+        call_id: str,
+        call: ToolCall,
+        emit: Callable[[Event], None],
+        interrupted: Interrupted,
     ) -> ToolOutcome:
         args = json.loads(call.arguments)
         if call.name == "clock":
@@ -153,16 +161,23 @@ class ToolRunner:
                     'call_tool takes {"name": "<tool>", "arguments": {...}};'
                     " use find_tool to see the tools."
                 )
-            return self._broker(session, call_id, tool, json.dumps(inner, ensure_ascii=False), emit)
+            inner_arguments = json.dumps(inner, ensure_ascii=False)
+            return self._broker(session, call_id, tool, inner_arguments, emit, interrupted)
         if call.name in TOOLS:  # called directly: brokerd decides all the same
-            return self._broker(session, call_id, call.name, call.arguments, emit)
+            return self._broker(session, call_id, call.name, call.arguments, emit, interrupted)
         return ToolOutcome(
             f"There is no tool named {call.name!r}. Use find_tool to see the tools, "
             "then call_tool to run one."
         )
 
     def _broker(
-        self, session: str, call_id: str, tool: str, arguments: str, emit: Callable[[Event], None]
+        self,
+        session: str,
+        call_id: str,
+        tool: str,
+        arguments: str,
+        emit: Callable[[Event], None],
+        interrupted: Interrupted,
     ) -> ToolOutcome:
         if self._port is None:
             return ToolOutcome(f"Failed: {NOT_CONFIGURED}.")
@@ -171,7 +186,7 @@ class ToolRunner:
         def pending(frame: PendingApprovalResponse) -> None:
             emit(ApprovalPendingEvent(approval=frame.approval, tool=tool, expires=frame.expires))
 
-        response = self._port.call(request, pending)
+        response = self._port.call(request, pending, interrupted)
         if isinstance(response, ResultResponse):
             return ToolOutcome(
                 response.content, response.class_, response.untrusted, response.truncated

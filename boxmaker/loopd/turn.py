@@ -65,7 +65,7 @@ from datetime import UTC, datetime
 
 from boxmaker.core.display.escape import escape_arguments
 from boxmaker.core.errors import BoxmakerError, ErrorCode
-from boxmaker.core.model.compaction_plan import INTERRUPTED
+from boxmaker.core.model.compaction_plan import INTERRUPTED, STOPPED_BETWEEN
 from boxmaker.core.model.dialect import Dialect
 from boxmaker.core.model.template_sandbox import TemplateError
 from boxmaker.core.model.tool_calls import parse_reply
@@ -238,7 +238,7 @@ class TurnLoop:
         generated = 0
         while True:
             if interrupted():
-                return STOPPED
+                return self._stopped_between(session, session_log)
             budget = min(self._limits.reply_tokens, self._limits.max_tokens - generated)
             if budget <= 0:
                 return f"The turn stopped: it used its {self._limits.max_tokens} tokens."
@@ -316,14 +316,23 @@ class TurnLoop:
                 return reply.content
             for call, made in zip(reply.calls, logged, strict=True):
                 if interrupted():  # the call at brokerd finished; no other is made
-                    return STOPPED
+                    return self._stopped_between(session, session_log)
                 if calls >= self._limits.max_tool_calls:
                     return (
                         f"The turn stopped: the model asked for more than "
                         f"{self._limits.max_tool_calls} tool calls."
                     )
                 calls += 1
-                self._tools.run(session, session_log, call, emit, answers=made.id)
+                self._tools.run(
+                    session, session_log, call, emit, answers=made.id, interrupted=interrupted
+                )
+
+    def _stopped_between(self, session: str, session_log: SessionLog) -> str:
+        """Stopped between two steps (after a result, or before the first reply): the
+        model is told so in its next prompt."""
+        session_log.append(NoticeEntry(text=STOPPED_BETWEEN))
+        log.info("event=turn_stopped session=%s between=true", session)
+        return STOPPED
 
     def _prompt_or_refuse(self, session_log: SessionLog) -> list[int]:
         try:

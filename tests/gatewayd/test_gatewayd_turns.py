@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -417,3 +418,22 @@ def test_stop_in_the_thread_closes_the_turn_and_keeps_what_was_written(
     fake.post_as(fake.owner, dm(fake), "stop", root_id=asked["id"])
     answered(fake, 2)
     assert [(t.text, t.resume) for t in loopd.turns[1:]] == [("stop", True)]
+
+
+def test_gatewayd_stopping_mid_turn_closes_the_turns_connection(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    left = threading.Event()
+
+    def long_turn(peer: Peer) -> None:
+        peer.send(TurnEvent(event=ContentEvent(text="Once upon a time")), final=False)
+        peer.hold(30)  # until gatewayd closes the connection
+        left.set()
+
+    loopd.answer = long_turn
+    fake.post_as(fake.owner, dm(fake), "tell me a long story")
+    wait_until(lambda: len(loopd.turns) == 1, 15.0, "the turn at loopd")
+    stopping = time.monotonic()
+    gatewayd.stop()
+    assert left.wait(5), "gatewayd stopped without closing the turn's connection"
+    assert time.monotonic() - stopping < 2.0

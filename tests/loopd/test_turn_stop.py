@@ -10,6 +10,7 @@ generates, as the real model does (one generation at a time for every session).
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -19,14 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.core.model.compaction_plan import INTERRUPTED
+from boxmaker.core.model.compaction_plan import INTERRUPTED, STOPPED_BETWEEN
+from boxmaker.core.wire.broker_admin import ApprovalList, Approvals
 from boxmaker.core.wire.connection import ClientConnection
 from boxmaker.core.wire.loop import Cancel, Cancelled, Turn, TurnDone
+from boxmaker.loopd.broker_port import WITHDRAWN
 from boxmaker.loopd.limits import TurnLimits
-from boxmaker.loopd.session_log import ModelEntry, NoticeEntry, SessionLogs, UserEntry
+from boxmaker.loopd.session_log import ModelEntry, NoticeEntry, SessionLogs, ToolEntry, UserEntry
 from boxmaker.loopd.turn import STOPPED
-from boxmaker.testing.daemons import InProcessLoopd, running_loopd
-from boxmaker.testing.homes import make_home
+from boxmaker.testing.daemons import InProcessLoopd, running_brokerd, running_loopd
+from boxmaker.testing.homes import make_home, verify_log, write_grant
 from boxmaker.testing.scripted_model import ScriptedModel
 from boxmaker.testing.sockets import exchange
 from boxmaker.testing.waiting import wait_until
@@ -114,3 +117,45 @@ def test_cancel_stops_the_sessions_running_turn(tmp_path: Path, home: Path) -> N
         assert idle == Cancelled(session="c", running=False)
         other = exchange(loopd.socket, Cancel(session="nobody"), "cancel-3")[-1].message
         assert other == Cancelled(session="nobody", running=False)
+
+
+def test_a_call_waiting_for_the_owner_is_withdrawn_when_its_turn_stops(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    write_grant(
+        tmp_path / "grants", "scratch-shell", tool="shell", mode="ask", paths=[str(scratch)]
+    )
+    inner = {"command": "make clean", "cwd": str(scratch)}
+    call = json.dumps({"name": "call_tool", "arguments": {"name": "shell", "arguments": inner}})
+    model = ScriptedModel([call, "never reached"])
+    with (
+        running_brokerd(tmp_path) as brokerd,
+        running_loopd(
+            tmp_path, model, home=brokerd.home, broker_socket=brokerd.broker_socket
+        ) as loopd,
+    ):
+
+        def waiting() -> list[int]:
+            answer = brokerd.admin(Approvals())[-1].message
+            assert isinstance(answer, ApprovalList)
+            return [item.approval for item in answer.items]
+
+        client = _streaming(loopd, "w")
+        wait_until(lambda: len(waiting()) == 1, 10, "the call waiting for the owner")
+        (approval,) = waiting()
+        client.close()  # the owner's Ctrl-C
+        left = time.monotonic()
+        wait_until(lambda: not waiting(), 10, "the approval withdrawn")
+        withdrawn_after = time.monotonic() - left
+        wait_until(lambda: len(_entries(loopd, "w")) >= 4, 10, "the turn logged")
+        logged = _entries(loopd, "w")
+        report = verify_log(brokerd.home)
+    assert brokerd.runtime.count == 0  # nothing ran
+    assert report.abandoned == (approval,)
+    tool = logged[2]
+    assert isinstance(tool, ToolEntry)
+    assert tool.content == f"Failed: {WITHDRAWN}."
+    assert logged[3] == NoticeEntry(text=STOPPED_BETWEEN)  # the model is told
+    assert len(model.prompts) == 1  # the stopped turn asked the model nothing more
+    # loopd asks every 0.25 s, brokerd checks its requester every second
+    assert withdrawn_after < 3.0, withdrawn_after

@@ -30,6 +30,10 @@ INTERRUPTED = (
     f"{NOTICE_PREFIX} The owner stopped your last reply before it was done; it is kept "
     "as far as you wrote it. Wait for the owner's next message."
 )
+STOPPED_BETWEEN = (
+    f"{NOTICE_PREFIX} The owner stopped this turn before your next step: a call that "
+    "waited for approval did not run, and no other was made. Wait for the owner's next message."
+)
 
 # loopd's words to the model before compacting: its one chance to save to memory
 MEMORY_CHANCE = (
