@@ -17,6 +17,10 @@ chat writes them (`chat_lines`). An approval erases the live lines first: the bl
 and the question that follow are brokerd's and the owner's, on lines of their own.
 
 Frames come at most every `FRAME_S` while text streams; other events draw at once.
+Between events a ticker thread redraws the status line every `TICK_S` (its
+`working 12s` counts up while a long prompt is read or a tool runs), except while an
+approval is asked: the question is the last line until the next event. Drawing is
+under one lock, and one frame is one write (`console_screen`).
 The answer: when standard output is this terminal too, the reply is shown once, as
 the plain chat decides it (`chat_lines.unshown_rest`): the streamed run completed
 with the answer's rest, rendered; otherwise the answer, rendered, after the run.
@@ -26,6 +30,7 @@ it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -51,6 +56,7 @@ from boxmaker.core.wire.loop import (
 FOLD = 3  # reasoning lines shown while it streams
 TAIL = 6  # rendered reply lines kept live
 FRAME_S = 0.08
+TICK_S = 1.0
 SHOW_REASONING_KEY = "Ctrl-T"
 
 
@@ -79,6 +85,7 @@ class ConsoleView:
         standing: Standing,
         color_system: str | None,
         clock: Callable[[], float] = time.monotonic,
+        tick_s: float | None = TICK_S,
     ) -> None:
         self.screen = screen
         self.standing = standing
@@ -94,14 +101,38 @@ class ConsoleView:
         self._content: list[str] | None = None  # the open run of content
         self._written = 0  # rendered lines of the open run written for good
         self._drawn = 0.0
+        self._lock = threading.RLock()
+        self._tick_s = tick_s
+        self._paused = False  # an approval is being asked: no redraw until the next event
+        self._ticking = threading.Event()  # set: the running turn's ticker stops
 
     # the turn
 
     def begin(self) -> None:
-        """A turn starts; the screen is drawn at its first event (an error before any
-        event is a line of its own)."""
-        self._started = self._clock()
-        self.last_reasoning = ""
+        """A turn starts; the screen is drawn at its first event or tick (an error
+        sooner is a line of its own)."""
+        with self._lock:
+            self._started = self._clock()
+            self.last_reasoning = ""
+            self._paused = False
+            self._ticking = threading.Event()
+        if self._tick_s is not None:
+            ticker = threading.Thread(
+                target=self._tick, args=(self._ticking, self._tick_s), daemon=True
+            )
+            ticker.start()
+
+    def _tick(self, stop: threading.Event, every: float) -> None:
+        while not stop.wait(every):
+            with self._lock:
+                if stop.is_set():
+                    return
+                if not self._paused and self._clock() - self._drawn >= every:
+                    self._draw([], force=True)
+
+    def _end_turn(self) -> None:
+        self._started = None
+        self._ticking.set()
 
     @property
     def shown(self) -> str | None:
@@ -109,6 +140,11 @@ class ConsoleView:
 
     def event(self, out: TextIO, event: Event) -> None:
         del out  # the screen is where everything goes
+        with self._lock:
+            self._paused = False
+            self._event(event)
+
+    def _event(self, event: Event) -> None:
         match event:
             case ReasoningEvent(text=text):
                 if self._reasoning is None:
@@ -133,6 +169,7 @@ class ConsoleView:
             case ApprovalPendingEvent():
                 self._standing_may_change()
                 done = self._fold_reasoning() + self._end_content(None)
+                self._paused = True
                 self.screen.frame(done, [])  # brokerd's block and the question follow
             case _:
                 if isinstance(event, ToolResultEvent):
@@ -142,31 +179,34 @@ class ConsoleView:
 
     def end_reasoning(self, out: TextIO) -> None:
         del out
-        done = self._fold_reasoning()
-        if done:
-            self._draw(done, force=True)
+        with self._lock:
+            done = self._fold_reasoning()
+            if done:
+                self._draw(done, force=True)
 
     def end_blocks(self, out: TextIO) -> None:
         """The turn ended without an answer (an error, a Ctrl-C): keep what was shown."""
         del out
-        done = self._fold_reasoning() + self._end_content(None)
-        self._started = None
-        self.screen.frame(done, [])
+        with self._lock:
+            self._end_turn()
+            done = self._fold_reasoning() + self._end_content(None)
+            self.screen.frame(done, [])
 
     def answer(self, done: TurnDone, once: bool, out: TextIO, answer_out: TextIO) -> None:
         """The turn's answer (see the module docstring); the live lines end."""
         del out
-        shown = self.shown
-        rest = unshown_rest(shown, done.content) if once else None
-        lines = self._fold_reasoning()
-        if rest is not None:  # the run, completed with what it had not shown
-            lines += self._end_content((shown or "") + rest)
-        else:
-            lines += self._end_content(None)
-            if once:
-                lines += self._render(done.content)
-        self._started = None
-        self.screen.frame(lines, [])
+        with self._lock:
+            self._end_turn()
+            shown = self.shown
+            rest = unshown_rest(shown, done.content) if once else None
+            lines = self._fold_reasoning()
+            if rest is not None:  # the run, completed with what it had not shown
+                lines += self._end_content((shown or "") + rest)
+            else:
+                lines += self._end_content(None)
+                if once:
+                    lines += self._render(done.content)
+            self.screen.frame(lines, [])
         if not once:
             answer_out.write(escape_model_text(done.content) + "\n")
             answer_out.flush()

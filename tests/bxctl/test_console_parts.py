@@ -11,6 +11,7 @@ import io
 import os
 import re
 import stat
+import time
 import unicodedata
 from pathlib import Path
 
@@ -26,10 +27,18 @@ from boxmaker.bxctl.console_screen import Screen, fit
 from boxmaker.bxctl.console_view import ConsoleView
 from boxmaker.core.display.status_line import Standing, rate_of, status_line
 from boxmaker.core.labels import DataClass
-from boxmaker.core.wire.loop import ContentEvent, ReasoningEvent, TurnDone, UsageEvent
+from boxmaker.core.wire.loop import (
+    ApprovalPendingEvent,
+    ContentEvent,
+    ReasoningEvent,
+    TurnDone,
+    UsageEvent,
+)
 from boxmaker.testing.hostile_text import CONTROLS, OSC_8, OSC_52, SPELLED, TITLE
+from boxmaker.testing.waiting import wait_until
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
+EXPIRES = "2026-11-30T12:15:00.000Z"
 COLOURS = ["256", "truecolor", "standard", None]
 
 
@@ -266,7 +275,7 @@ class FakeClock:
 
 def view() -> tuple[ConsoleView, io.StringIO]:
     out = io.StringIO()
-    return ConsoleView(Screen(out), Standing(session="s"), None, FakeClock()), out
+    return ConsoleView(Screen(out), Standing(session="s"), None, FakeClock(), tick_s=None), out
 
 
 def test_the_reply_shows_once_on_one_terminal() -> None:
@@ -318,3 +327,19 @@ def test_usage_and_reasoning_reach_the_status_and_the_fold() -> None:
     assert "thought " in out.getvalue()
     assert "5 lines; Ctrl-T at the prompt shows them" in out.getvalue()
     assert shown.last_reasoning == "one\ntwo\nthree\nfour\nfive"
+
+
+def test_between_events_the_status_line_ticks_but_not_over_a_question() -> None:
+    out = io.StringIO()
+    shown = ConsoleView(Screen(out), Standing(session="s"), None, tick_s=0.05)
+    shown.begin()
+    wait_until(lambda: "working" in out.getvalue(), 5, "a tick")
+    shown.event(out, ApprovalPendingEvent(approval=41, tool="shell", expires=EXPIRES))
+    asked = out.getvalue()
+    time.sleep(0.3)  # ticks would come, and must not draw under the question
+    assert out.getvalue() == asked
+    shown.event(out, ContentEvent(text="ok"))
+    shown.answer(TurnDone(session="s", content="ok", untrusted=False), True, out, io.StringIO())
+    ended = out.getvalue()
+    time.sleep(0.3)
+    assert out.getvalue() == ended  # the ticker stopped with the turn
