@@ -43,6 +43,7 @@ class Runbook(StrEnum):
     LOOPD_CONTEXT_FULL = "loopd-context-full"
     LOOPD_BACKEND_UNREACHABLE = "loopd-backend-unreachable"
     LOOPD_BACKEND_MISMATCH = "loopd-backend-mismatch"
+    LOOPD_RPC_REFUSED = "loopd-rpc-refused"
     SESSION_LOG_DAMAGED = "session-log-damaged"
     SANITIZER_RULES = "sanitizer-rules"
     MEMORY_WRITE_REFUSED = "memory-write-refused"

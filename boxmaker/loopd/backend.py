@@ -1,10 +1,12 @@
 """What the installed llama-cpp-python build runs on.
 
 I/O: loads llama_cpp (and, with ctypes, the ggml libraries it ships) to ask ggml
-for its devices: `ggml_backend_dev_count`, `_get`, `_name`, `_description`,
-`_type` and `_memory` (ggml/include/ggml-backend.h), which llama-cpp-python 0.3.36
-does not bind. (llama.cpp's log, and the load log that `loopd.model` reads its
-count of layers offloaded from, are `boxmaker.loopd.llama_load`'s.)
+for its backends (`ggml_backend_reg_count`, `_get`, `_name`) and devices:
+`ggml_backend_dev_count`, `_get`, `_name`, `_description`, `_type` and `_memory`
+(ggml/include/ggml-backend.h), which llama-cpp-python 0.3.36 does not bind.
+(llama.cpp's log, and the load log that `loopd.model` reads its count of layers
+offloaded from, are `boxmaker.loopd.llama_load`'s.) An rpc-server registered by
+`loopd.rpc` is a device like a GPU's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ def read_backend() -> Backend:
         ctypes.POINTER(ctypes.c_size_t),
     ]
     base.ggml_backend_dev_memory.restype = None
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_reg_get.argtypes = [ctypes.c_size_t]
+    ggml.ggml_backend_reg_get.restype = ctypes.c_void_p
+    base.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
+    base.ggml_backend_reg_name.restype = ctypes.c_char_p
+    registries = [
+        _text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(index)))
+        for index in range(ggml.ggml_backend_reg_count())
+    ]
     devices = []
     for index in range(ggml.ggml_backend_dev_count()):
         dev = ggml.ggml_backend_dev_get(index)
@@ -57,7 +68,11 @@ def read_backend() -> Backend:
                 total=total.value,
             )
         )
-    return Backend(gpu_offload, tuple(devices))
+    # llama.cpp counts a build with the RPC backend as able to offload; without an
+    # rpc-server registered (`loopd.rpc`) or a GPU backend of its own, it is a CPU build
+    gpu_build = any(name != "CPU" and not name.startswith("RPC") for name in registries)
+    rpc_devices = any(device.name.startswith("RPC") for device in devices)
+    return Backend(gpu_build or rpc_devices, tuple(devices))
 
 
 def _text(value: bytes | None) -> str:

@@ -102,6 +102,10 @@ class ModelSection(Section):
     backend: Literal["in-process", "llama-server", "openai-completions"] = "in-process"
     server: str = ""  # the server's address, http:// or https:// (a served backend)
     server_timeout_ms: int = Field(default=600_000, ge=1)  # each read from the server
+    # in-process, the layers on llama.cpp rpc-servers, each loopback or inside a tunnel
+    # named in rpc_tunnels (`boxmaker.core.model.rpc_endpoints`)
+    rpc_servers: list[str] = Field(default_factory=list)
+    rpc_tunnels: list[str] = Field(default_factory=list)
     path: str = ""
     # "auto": the shipped adapter for the embedded model, none for another; "none" (or
     # ""): none; else an adapter GGUF file's path (`boxmaker.loopd.adapter`)

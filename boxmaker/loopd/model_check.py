@@ -96,6 +96,7 @@ from boxmaker.loopd.model import (
     special_text,
 )
 from boxmaker.loopd.placement import plan
+from boxmaker.loopd.rpc import register_configured
 from boxmaker.loopd.template_check import (
     SAMPLE,
     SAMPLE_MESSAGES,
@@ -161,8 +162,9 @@ class Placement:
 
 def placement_facts(config: LoopdConfig) -> Placement:
     """The placement fact (read before the template work: it asks the GPU driver)."""
-    backend = read_backend()
     try:
+        register_configured(config)
+        backend = read_backend()
         offload = plan(config, backend)
     except StartupError as exc:
         return Placement(f"problem: {exc}", None)

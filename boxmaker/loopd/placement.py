@@ -17,12 +17,18 @@ from boxmaker.loopd.config import LoopdConfig
 
 
 def plan(config: LoopdConfig, backend: Backend | None = None) -> Offload:
-    """The offload for `config` on this build (`backend`: read now when None);
+    """The offload for `config` on this build (`backend`: read now when None, after the
+    rpc-servers of `[model] rpc_servers` are checked and registered: `loopd.rpc`);
     StartupError, one line with its runbook pointer, when refused."""
+    from boxmaker.loopd.rpc import checked_endpoints, register_configured
+
     if backend is None:
         from boxmaker.loopd.backend import read_backend
 
+        rpc = register_configured(config)
         backend = read_backend()
+    else:  # read by the caller, after `register_configured`
+        rpc = tuple(str(endpoint) for endpoint in checked_endpoints(config))
     settings = config.model
     try:
         return plan_offload(
@@ -32,6 +38,7 @@ def plan(config: LoopdConfig, backend: Backend | None = None) -> Offload:
             kv_type=settings.kv_type,
             batch=settings.batch,
             ubatch=settings.ubatch,
+            rpc=rpc,
         )
     except OffloadError as exc:
         raise StartupError(str(exc)) from exc
@@ -55,6 +62,7 @@ def to_argument(offload: Offload) -> str:
             "kv_type": offload.kv_type,
             "batch": offload.batch,
             "ubatch": offload.ubatch,
+            "rpc": list(offload.rpc),
         },
         sort_keys=True,
     )
@@ -69,6 +77,7 @@ def from_argument(argument: str) -> Offload:
         kv_type=data["kv_type"],
         batch=int(data["batch"]),
         ubatch=int(data["ubatch"]),
+        rpc=tuple(str(endpoint) for endpoint in data.get("rpc", [])),
     )
 
 

@@ -54,6 +54,7 @@ from boxmaker.core.model.offload import Offload, does_not_fit, too_big
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.adapter import AdapterFile, check_adapter
 from boxmaker.loopd.placement import PLACED, from_argument, placement_line, to_argument
+from boxmaker.loopd.rpc import register
 
 PROBE_TOKENS = 4
 PROBE_CONTEXT = 256
@@ -212,6 +213,11 @@ def child(
     try:
         architecture = metadata.get("general.architecture", "")
         checked = None if adapter is None else check_adapter(adapter, architecture)
+    except StartupError as exc:
+        print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
+        return REFUSED
+    try:
+        register(offload.rpc)  # the rpc-servers loopd checked, before ggml is asked
     except StartupError as exc:
         print(f"{REFUSAL}{exc}", file=sys.stderr, flush=True)
         return REFUSED

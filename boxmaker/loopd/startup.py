@@ -77,6 +77,7 @@ from boxmaker.loopd.probe_cache import (
     remembered_metadata,
     tags_key,
 )
+from boxmaker.loopd.rpc import register_configured
 from boxmaker.loopd.server_link import ServerLink
 from boxmaker.loopd.server_model import ServerModel
 
@@ -101,6 +102,7 @@ def start_model(config: LoopdConfig, probe_argv: Sequence[str] | None = None) ->
         return start_served(config)
     probed = probe(config, probe_argv, again=False)
     log.info("event=model_probed tokens=%d seconds=%.1f", probed.tokens, probed.seconds)
+    register_configured(config)  # the rpc-servers' devices first (registered by the probe's plan)
     backend = read_backend()
     offload = plan(config, backend)
     fit = resolve_context(config, probed.metadata, offload)

@@ -1,5 +1,6 @@
 """docs/backends.md's example configurations are loopd.toml files loopd reads: each
-```toml block, loaded by loopd's own reader, names a served backend and its server."""
+```toml block, loaded by loopd's own reader, names a served backend and its server, or
+rpc-servers that are each an address and a port."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from boxmaker.core.model.rpc_endpoints import parse_endpoint
 from boxmaker.loopd.config import load_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
@@ -22,7 +24,10 @@ def test_every_example_configuration_loads(tmp_path: Path) -> None:
         path.write_text(f'[paths]\nhome = "{tmp_path}"\n\n{block}', encoding="utf-8")
         config = load_config(path, {})
         written = tomllib.loads(block)["model"]
-        assert config.model.backend == written["backend"]
-        assert config.model.server == written["server"]
-        seen.add(config.model.backend)
-    assert seen == {"llama-server", "openai-completions"}
+        assert config.model.backend == written.get("backend", "in-process")
+        assert config.model.server == written.get("server", "")
+        assert config.model.rpc_servers == written.get("rpc_servers", [])
+        for endpoint in config.model.rpc_servers:
+            assert str(parse_endpoint(endpoint)) == endpoint
+        seen.add("rpc" if config.model.rpc_servers else config.model.backend)
+    assert seen == {"llama-server", "openai-completions", "rpc"}

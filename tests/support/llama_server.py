@@ -93,6 +93,41 @@ def running_server(model: Path, *arguments: str, log: Path) -> Iterator[str]:
             process.wait()
 
 
+@contextmanager
+def running_rpc_server(log: Path, threads: int = 1) -> Iterator[str]:
+    """rpc-server on 127.0.0.1 on a free port (its CPU device); its endpoint, once it
+    accepts connections."""
+    binary = server_binaries() / "bin" / "rpc-server"
+    port = free_port()
+    argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + READY_S
+        while not _accepts(port):
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"rpc-server exited {process.returncode}: {log.read_text()[-2000:]}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"rpc-server not listening in {READY_S} s")
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _healthy(port: int) -> bool:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
     try:

@@ -103,12 +103,14 @@ class Offload:
     kv_type: KvType
     batch: int
     ubatch: int
+    rpc: tuple[str, ...] = ()  # llama.cpp rpc-servers whose devices hold layers
 
     def describe(self) -> str:
         layers = {ALL_LAYERS: "all", 0: "none"}.get(self.gpu_layers, str(self.gpu_layers))
+        servers = f", rpc {' '.join(self.rpc)}" if self.rpc else ""
         return (
             f"gpu_layers {layers}, flash_attn {'on' if self.flash_attn else 'off'}, "
-            f"kv_type {self.kv_type}, batch {self.batch}, ubatch {self.ubatch}"
+            f"kv_type {self.kv_type}, batch {self.batch}, ubatch {self.ubatch}{servers}"
         )
 
 
@@ -120,8 +122,10 @@ def plan_offload(
     kv_type: KvType,
     batch: int,
     ubatch: int,
+    rpc: tuple[str, ...] = (),
 ) -> Offload:
-    """The settings for `Llama`, by the rules above; OffloadError when refused."""
+    """The settings for `Llama`, by the rules above (`rpc`: the rpc-servers whose devices
+    `backend` lists among its GPUs); OffloadError when refused."""
     has_gpu = backend.gpu_offload and bool(backend.gpus)
     if gpu_layers == "auto":
         layers = ALL_LAYERS if has_gpu else 0
@@ -154,7 +158,7 @@ def plan_offload(
             f"part of a batch; lower ubatch or raise batch; {GPU_SETTINGS_POINTER}"
         )
     attention = {"on": True, "off": False}.get(flash_attn, layers != 0 or kv_type != "f16")
-    return Offload(layers, attention, kv_type, batch, ubatch)
+    return Offload(layers, attention, kv_type, batch, ubatch, rpc)
 
 
 def offloaded_layers(log: str) -> tuple[int, int] | None:
