@@ -69,7 +69,7 @@ from boxmaker.core.home.layout import HOME_VARIABLE, client_socket, socket_path
 from boxmaker.core.home.links import LOOP, LOOP_BROKER, LOOP_MEMORY
 from boxmaker.core.home.settings_check import RoleSettingsBase, Section
 from boxmaker.core.model.context_fit import CONTEXT_STEP
-from boxmaker.core.model.offload import GpuLayers, KvType, Switch
+from boxmaker.core.model.offload import GpuLayers, KvType, SplitMode, Switch
 from boxmaker.ipc.config_file import read_config
 
 KNOWN_VARIABLES = (HOME_VARIABLE,)
@@ -134,6 +134,10 @@ class ModelSection(Section):
     kv_type: KvType = "f16"
     batch: int = Field(default=512, ge=1)
     ubatch: int = Field(default=512, ge=1)
+    # several GPUs (or rpc-servers): how the layers are split (`core.model.offload` rule 5)
+    split_mode: SplitMode = "layer"
+    main_gpu: int = Field(default=0, ge=0)
+    tensor_split: list[float] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _server_named(self) -> ModelSection:

@@ -302,6 +302,9 @@ class LlamaModel(ModelFile):
                 type_v=kv_type,
                 n_batch=offload.batch,
                 n_ubatch=offload.ubatch,
+                split_mode=getattr(llama_cpp, f"LLAMA_SPLIT_MODE_{offload.split_mode.upper()}"),
+                main_gpu=offload.main_gpu,
+                tensor_split=list(offload.tensor_split) or None,
                 **lora,
             )
         super().__init__(llm, sampling)

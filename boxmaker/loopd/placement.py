@@ -39,6 +39,9 @@ def plan(config: LoopdConfig, backend: Backend | None = None) -> Offload:
             batch=settings.batch,
             ubatch=settings.ubatch,
             rpc=rpc,
+            split_mode=settings.split_mode,
+            main_gpu=settings.main_gpu,
+            tensor_split=tuple(settings.tensor_split),
         )
     except OffloadError as exc:
         raise StartupError(str(exc)) from exc
@@ -63,6 +66,9 @@ def to_argument(offload: Offload) -> str:
             "batch": offload.batch,
             "ubatch": offload.ubatch,
             "rpc": list(offload.rpc),
+            "split_mode": offload.split_mode,
+            "main_gpu": offload.main_gpu,
+            "tensor_split": list(offload.tensor_split),
         },
         sort_keys=True,
     )
@@ -78,6 +84,9 @@ def from_argument(argument: str) -> Offload:
         batch=int(data["batch"]),
         ubatch=int(data["ubatch"]),
         rpc=tuple(str(endpoint) for endpoint in data.get("rpc", [])),
+        split_mode=data.get("split_mode", "layer"),
+        main_gpu=int(data.get("main_gpu", 0)),
+        tensor_split=tuple(float(share) for share in data.get("tensor_split", [])),
     )
 
 

@@ -14,6 +14,12 @@ at start in one line naming the keys and the runbook entry. The rules:
    quantized V cache needs flash attention: `kv_type` other than f16 with
    `flash_attn = "off"` is refused, naming both keys.
 4. `ubatch` above `batch` is refused (llama.cpp would quietly cut it to `batch`).
+5. Several GPUs (local, or rpc-servers' devices): llama.cpp splits the layers over
+   them by their free memory. `tensor_split` gives each its share instead (as many
+   numbers as GPU devices at most, not all zero), `split_mode` how ("layer", the
+   default; "row": each layer's rows over the GPUs; "none": all on `main_gpu`), and
+   `main_gpu` the device index for "none" and for "row"'s small tensors. Any of them
+   set on a run that offloads no layer, or naming a device past the last, is refused.
 
 `offloaded_layers` reads llama.cpp's own count from its load log, and
 `does_not_fit` tells a load that failed for want of device or host memory, so the
@@ -42,6 +48,7 @@ MIB = 1024 * 1024
 GpuLayers = int | Literal["auto", "all"]
 Switch = Literal["auto", "on", "off"]
 KvType = Literal["f16", "q8_0", "q4_0"]
+SplitMode = Literal["layer", "row", "none"]
 
 # llama.cpp's load log, src/llama-model.cpp: "load_tensors: offloaded 25/25 layers to GPU"
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
@@ -104,13 +111,20 @@ class Offload:
     batch: int
     ubatch: int
     rpc: tuple[str, ...] = ()  # llama.cpp rpc-servers whose devices hold layers
+    split_mode: SplitMode = "layer"
+    main_gpu: int = 0
+    tensor_split: tuple[float, ...] = ()  # empty: by the devices' free memory
 
     def describe(self) -> str:
         layers = {ALL_LAYERS: "all", 0: "none"}.get(self.gpu_layers, str(self.gpu_layers))
         servers = f", rpc {' '.join(self.rpc)}" if self.rpc else ""
+        split = ""
+        if (self.split_mode, self.main_gpu, self.tensor_split) != ("layer", 0, ()):
+            shares = ",".join(f"{share:g}" for share in self.tensor_split) or "by memory"
+            split = f", split {self.split_mode} main_gpu {self.main_gpu} tensor_split {shares}"
         return (
             f"gpu_layers {layers}, flash_attn {'on' if self.flash_attn else 'off'}, "
-            f"kv_type {self.kv_type}, batch {self.batch}, ubatch {self.ubatch}{servers}"
+            f"kv_type {self.kv_type}, batch {self.batch}, ubatch {self.ubatch}{servers}{split}"
         )
 
 
@@ -123,6 +137,9 @@ def plan_offload(
     batch: int,
     ubatch: int,
     rpc: tuple[str, ...] = (),
+    split_mode: SplitMode = "layer",
+    main_gpu: int = 0,
+    tensor_split: tuple[float, ...] = (),
 ) -> Offload:
     """The settings for `Llama`, by the rules above (`rpc`: the rpc-servers whose devices
     `backend` lists among its GPUs); OffloadError when refused."""
@@ -157,8 +174,39 @@ def plan_offload(
             f"[model] ubatch = {ubatch} is larger than batch = {batch}: a micro-batch is "
             f"part of a batch; lower ubatch or raise batch; {GPU_SETTINGS_POINTER}"
         )
+    split = (split_mode, main_gpu, tensor_split)
+    if split != ("layer", 0, ()):
+        _check_split(len(backend.gpus) if layers != 0 else 0, split_mode, main_gpu, tensor_split)
     attention = {"on": True, "off": False}.get(flash_attn, layers != 0 or kv_type != "f16")
-    return Offload(layers, attention, kv_type, batch, ubatch, rpc)
+    return Offload(
+        layers, attention, kv_type, batch, ubatch, rpc, split_mode, main_gpu, tensor_split
+    )
+
+
+def _check_split(
+    gpus: int, split_mode: SplitMode, main_gpu: int, tensor_split: tuple[float, ...]
+) -> None:
+    """Rule 5, for `gpus` devices that hold layers (0: none offloaded)."""
+    keys = "[model] split_mode, main_gpu and tensor_split"
+    if gpus == 0:
+        raise OffloadError(
+            f"{keys} place layers on GPUs, and no layer is offloaded (gpu_layers, or no GPU "
+            f"and no rpc_servers): leave them out; {GPU_SETTINGS_POINTER}"
+        )
+    if main_gpu >= gpus:
+        raise OffloadError(
+            f"[model] main_gpu = {main_gpu} names a device past the last: there are {gpus} "
+            f"(0 to {gpus - 1}); {GPU_SETTINGS_POINTER}"
+        )
+    if len(tensor_split) > gpus:
+        raise OffloadError(
+            f"[model] tensor_split gives {len(tensor_split)} shares for {gpus} devices: "
+            f"give at most one a device; {GPU_SETTINGS_POINTER}"
+        )
+    if tensor_split and (min(tensor_split) < 0 or sum(tensor_split) <= 0):
+        raise OffloadError(
+            f"[model] tensor_split: each share 0 or more, not all 0; {GPU_SETTINGS_POINTER}"
+        )
 
 
 def offloaded_layers(log: str) -> tuple[int, int] | None:

@@ -207,3 +207,43 @@ def test_the_too_big_line_says_what_to_lower() -> None:
         assert key in line
     assert "(unable to allocate CUDA0 buffer)" in line
     assert line.endswith("see runbook.md#loopd-model-too-big")
+
+
+# rule 5: several GPUs, or rpc-servers' devices
+
+RPC_A = Device("RPC0", "127.0.0.1:50052", "GPU", 20 * GIB, 24 * GIB)
+RPC_B = Device("RPC1", "127.0.0.1:50053", "GPU", 20 * GIB, 24 * GIB)
+TWO_RPC = Backend(gpu_offload=True, devices=(CPU, RPC_A, RPC_B))
+
+
+def test_rpc_servers_devices_take_every_layer_split_by_memory() -> None:
+    offload = plan(TWO_RPC, rpc=("127.0.0.1:50052", "127.0.0.1:50053"))
+    assert offload.gpu_layers == ALL_LAYERS
+    assert (offload.split_mode, offload.main_gpu, offload.tensor_split) == ("layer", 0, ())
+    assert offload.describe().endswith(", rpc 127.0.0.1:50052 127.0.0.1:50053")
+
+
+def test_a_split_by_shares_is_planned_and_described() -> None:
+    offload = plan(TWO_RPC, split_mode="row", main_gpu=1, tensor_split=(1.0, 3.0))
+    assert (offload.split_mode, offload.main_gpu, offload.tensor_split) == ("row", 1, (1.0, 3.0))
+    assert offload.describe().endswith(", split row main_gpu 1 tensor_split 1,3")
+
+
+@pytest.mark.parametrize(
+    ("backend", "keys", "why"),
+    [
+        (CPU_BUILD, {"tensor_split": (1.0,)}, "and no layer is offloaded"),
+        (TWO_RPC, {"gpu_layers": 0, "split_mode": "none"}, "and no layer is offloaded"),
+        (TWO_RPC, {"main_gpu": 2}, "main_gpu = 2 names a device past the last: there are 2"),
+        (GPU_BOX, {"tensor_split": (1.0, 1.0)}, "gives 2 shares for 1 devices"),
+        (TWO_RPC, {"tensor_split": (0.0, 0.0)}, "not all 0"),
+        (TWO_RPC, {"tensor_split": (-1.0, 2.0)}, "each share 0 or more"),
+    ],
+)
+def test_a_split_that_cannot_be_is_refused_in_one_line(
+    backend: Backend, keys: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(OffloadError) as raised:
+        plan(backend, **keys)
+    assert why in str(raised.value)
+    assert str(raised.value).endswith("see runbook.md#loopd-gpu-settings")
