@@ -3,7 +3,10 @@
 I/O: asks the server over `ServerLink`. The server must tokenize as this file does:
 every marker of the vocabulary and plain text (`PROBE_TEXT`), with special parsing
 and, where the server offers it (llama-server), without; its `n_vocab` must be the
-file's where it says it. For the OpenAI completions API, a one-token completion of the
+file's where it says it, and so must its model's parameters and tensor bytes
+(llama-server's `/v1/models` `meta`: another quantization, or an edited file of the
+same model, is refused; a server that gives no figures, as vLLM, is held to the
+vocabulary alone). For the OpenAI completions API, a one-token completion of the
 probe's ids shows besides that the server counts the prompt as sent (no BOS or other
 token added) and returns the ids it makes. Anything else is a StartupError:
 runbook.md#loopd-backend-mismatch, or #loopd-backend-unreachable where the server
@@ -43,6 +46,8 @@ class Vocabulary(Protocol):
     def tokenize(self, text: str, *, special: bool) -> list[int]: ...
 
     def n_vocab(self) -> int: ...
+
+    def file_figures(self) -> tuple[int, int]: ...
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,15 @@ def _vocabulary_problems(model: Vocabulary, models: Any, probe: str, special: An
         )
     if _tokens(special) != model.tokenize(probe, special=True):
         problems.append("it tokenizes the markers differently")
+    params, size = model.file_figures()
+    served_params, served_size = _meta_int(models, "n_params"), _meta_int(models, "size")
+    if served_params is not None and served_params != params:
+        problems.append(f"its model has {served_params:,} parameters, the file's {params:,}")
+    elif served_size is not None and served_size != size:
+        problems.append(
+            f"its model's tensors take {served_size:,} bytes, the file's {size:,}: another "
+            "file of the same model (a different quantization, or an edited file)"
+        )
     return problems
 
 
@@ -192,9 +206,14 @@ def _model_entry(models: Any) -> dict[str, Any] | None:
 
 
 def _n_vocab(models: Any) -> int | None:
+    return _meta_int(models, "n_vocab")
+
+
+def _meta_int(models: Any, key: str) -> int | None:
+    """llama-server's `/v1/models` `meta` figure `key` (vLLM gives no `meta`: None)."""
     entry = _model_entry(models)
     meta = entry.get("meta") if entry else None
-    value = meta.get("n_vocab") if isinstance(meta, dict) else None
+    value = meta.get(key) if isinstance(meta, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -102,6 +102,13 @@ class ServerModel(ModelFile):
         count: int = self._llama_cpp.llama_vocab_n_tokens(self._vocab)
         return count
 
+    def file_figures(self) -> tuple[int, int]:
+        """The model file's parameters and tensor bytes, as llama.cpp counts them from
+        its header (the vocabulary-only load counts every tensor without reading it)."""
+        params: int = self._llama_cpp.llama_model_n_params(self._llm.model)
+        size: int = self._llama_cpp.llama_model_size(self._llm.model)
+        return params, size
+
     def generate(
         self,
         session: str,

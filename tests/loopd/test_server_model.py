@@ -215,6 +215,29 @@ def test_a_server_of_another_model_is_refused_at_start(
     assert "tokenizes the markers differently" in str(caught.value)
 
 
+def test_a_server_of_another_file_with_the_same_vocabulary_is_refused_at_start(
+    embedded: Path, tmp_path: Path
+) -> None:
+    # the embedded model's own vocabulary, fields and all, in a tiny model of random
+    # weights: the same tokens and markers, another file
+    other = write_tiny_model(
+        tmp_path / "same-vocabulary.gguf",
+        arch="qwen3",
+        vocabulary=embedded,
+        chat_template="{{ messages[0]['content'] }}",
+    )
+    log = tmp_path / "server.log"
+    with (
+        running_server(other, "-c", "256", "-t", "1", log=log) as url,
+        pytest.raises(StartupError, match="does not serve the model file") as caught,
+    ):
+        _served(embedded, url)
+    message = str(caught.value)
+    assert "parameters, the file's 268,098,176" in message  # the figures refuse it
+    assert "tokens, the model file's" not in message  # not the vocabulary
+    assert "runbook.md#loopd-backend-mismatch" in message
+
+
 @APIS
 def test_a_server_gone_mid_reply_ends_the_turn_and_the_next_resumes_from_the_log(
     embedded: Path, server: str, tmp_path: Path, api: Api
