@@ -1,7 +1,9 @@
 """The agent eval's tree (`bench/agent_eval.py`): brokerd, memoryd and loopd as the real
 console scripts on a temporary home, the grants, the workspace, and their resets.
 
-I/O: a temporary directory (home, grants, configuration files, the workspace), child
+I/O: one fixed directory, `EVAL_BASE` (home, grants, configuration files, the
+workspace: the requests name its paths, so every run gives the model the same
+tokens; locked, and another eval at once gets a temporary one), child
 processes (`boxmaker.testing.processes.DaemonProcess`, which runs `<role> serve
 --config` as supervisord would), their sockets, and brokerd's audit log.
 
@@ -33,7 +35,10 @@ processes (`boxmaker.testing.processes.DaemonProcess`, which runs `<role> serve
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,6 +53,29 @@ from boxmaker.testing.homes import make_home, write_config, write_grant
 from boxmaker.testing.processes import DaemonProcess
 
 LOOPD_START_S = 600.0  # the first start assembles the embedded model
+# one fixed place: the requests name the workspace's paths, so a path of its own each run
+# would give the model other tokens each run (two evals of one adapter differed by two
+# requests in 151 that way); another eval running at once takes a path of its own
+EVAL_BASE = Path(tempfile.gettempdir()) / "bxeval-tree"
+
+
+def _eval_base() -> tuple[Path, int | None]:
+    """EVAL_BASE, emptied, and the descriptor of its lock; a fresh temporary folder
+    (and None) when another eval holds it."""
+    lock = os.open(f"{EVAL_BASE}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        print(
+            f"agent eval: another eval holds {EVAL_BASE}; this one runs in a folder of its "
+            "own, so its requests name other paths and its figures may differ a little",
+            file=sys.stderr,
+        )
+        return Path(tempfile.mkdtemp(prefix="bxeval-")), None
+    shutil.rmtree(EVAL_BASE, ignore_errors=True)
+    EVAL_BASE.mkdir(mode=0o700)
+    return EVAL_BASE, lock
 ROLE_START_S = 60.0
 SEED = 1
 
@@ -127,7 +155,7 @@ class EvalTree:
     ) -> None:
         """`grants` writes the grant files (directory, workspace, hosts); default
         `write_grants`."""
-        self.base = Path(tempfile.mkdtemp(prefix="bxeval-"))
+        self.base, self._lock = _eval_base()
         self.home = make_home(self.base)
         self.place = Home(self.home)
         self.workspace = self.base / "ws"
@@ -209,3 +237,6 @@ class EvalTree:
         shutil.rmtree(self.base, ignore_errors=True)
         if self.home.parent != self.base:  # make_home's short directory
             shutil.rmtree(self.home.parent, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)  # the next eval may take the place
+            self._lock = None
