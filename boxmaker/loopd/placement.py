@@ -49,7 +49,7 @@ def plan(config: LoopdConfig, backend: Backend | None = None) -> Offload:
 
 def placement(backend: Backend, offload: Offload, offloaded: tuple[int, int] | None) -> str:
     """One line: the backend, the settings, and llama.cpp's count of layers offloaded."""
-    if offloaded is None:
+    if offloaded is None or not backend.gpu_offload:  # (the RPC client alone counts 0/N)
         layers = "no layer offloaded (no GPU backend)"
     else:
         layers = f"offloaded {offloaded[0]}/{offloaded[1]} layers"

@@ -1,7 +1,7 @@
 """One greedy reply of the model as loopd loads it, in a process of its own (registering
 rpc-servers lasts as long as the process), for the RPC tests.
 
-    python -m boxmaker.testing.rpc_generate HOME TOKENS [ENDPOINT ...]
+    python -m boxmaker.testing.rpc_generate HOME TOKENS ADAPTER [ENDPOINT ...]
 
 loopd's own path: `[model] rpc_servers` set to the endpoints, `placement.plan` (the
 endpoint rule, the registering, the backend and the plan), `startup.load_model` (the
@@ -21,24 +21,26 @@ from boxmaker.loopd.model import Sampling
 from boxmaker.loopd.placement import placement, plan
 from boxmaker.loopd.startup import load_model
 
-PROMPT = (
-    "<start_of_turn>user\nWhat is in /home/owner/notes/todo.md?<end_of_turn>\n"
-    "<start_of_turn>model\n"
-)
+PROMPT = "A short story about a lighthouse keeper named Ada.\n\nOnce upon a time,"
 
 
 def main(argv: list[str]) -> int:
-    home, tokens, endpoints = argv[0], int(argv[1]), argv[2:]
+    home, tokens, adapter, endpoints = argv[0], int(argv[1]), argv[2], argv[3:]
     config = LoopdConfig(
         paths=PathsSection(home=home),
         model=ModelSection(
-            rpc_servers=endpoints, flash_attn="off", context=2048, threads=2, seed=1
+            rpc_servers=endpoints,
+            adapter=adapter,
+            flash_attn="off",
+            context=2048,
+            threads=2,
+            seed=1,
         ),
     )
     offload = plan(config)
     model = load_model(config, offload)
     model.sampling = Sampling(temperature=0.0)
-    prompt = model.tokenize(PROMPT, special=True)
+    prompt = model.tokenize(PROMPT, special=False)
     generation = model.generate(
         "rpc", prompt, max_tokens=tokens, stop=set(), on_text=lambda _text: None
     )

@@ -3,8 +3,8 @@
 Two real rpc-server processes (built by `scripts/build-llama-cpp --servers` from the
 pinned llama-cpp-python's own llama.cpp) listen on 127.0.0.1; loopd's own path
 (`boxmaker.testing.rpc_generate`: the endpoint rule, registering, the plan, the load
-of the embedded model with its adapter) runs in a process of its own, with and
-without them, and the reply ids must be equal. An endpoint outside loopback that no
+of the embedded model, bare and with its shipped adapter) runs in a process of its
+own, with and without them, and the reply ids must be equal. An endpoint outside loopback that no
 named tunnel covers is refused before anything loads.
 """
 
@@ -26,12 +26,13 @@ from boxmaker.loopd.config import LoopdConfig, ModelSection, PathsSection
 from boxmaker.loopd.rpc import interface_networks
 from boxmaker.loopd.startup import start_model
 
-TOKENS = 24
+TOKENS = 48
 
 
-def generate(home: Path, *endpoints: str) -> dict[str, Any]:
+def generate(home: Path, adapter: str, *endpoints: str) -> dict[str, Any]:
+    helper = [sys.executable, "-m", "boxmaker.testing.rpc_generate"]
     done = subprocess.run(
-        [sys.executable, "-m", "boxmaker.testing.rpc_generate", str(home), str(TOKENS), *endpoints],
+        [*helper, str(home), str(TOKENS), adapter, *endpoints],
         capture_output=True,
         text=True,
         timeout=600,
@@ -43,23 +44,26 @@ def generate(home: Path, *endpoints: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("adapter", ["none", "auto"])
 def test_two_rpc_servers_hold_the_layers_and_the_reply_ids_are_the_same(
-    tmp_path: Path,
+    tmp_path: Path, adapter: str
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    alone = generate(home)
+    alone = generate(home, adapter)
     with ExitStack() as stack:
         first = stack.enter_context(running_rpc_server(tmp_path / "rpc-1.log"))
         second = stack.enter_context(running_rpc_server(tmp_path / "rpc-2.log"))
-        split = generate(home, first, second)
-    assert alone["offloaded"] is None  # the CPU build alone: nothing offloaded
-    assert "backend CPU" in alone["placed"]
+        split = generate(home, adapter, first, second)
+    assert alone["offloaded"][0] == 0  # the CPU build alone: nothing offloaded
+    assert "backend CPU (this build has no GPU backend)" in alone["placed"]
     layers, of = split["offloaded"]
     assert layers == of > 0  # every layer on the rpc-servers' devices
-    assert first in split["placed"]
-    assert second in split["placed"]
+    assert f"RPC0 {first}" in split["placed"]
+    assert f"RPC1 {second}" in split["placed"]
     assert len(alone["ids"]) == TOKENS
+    if adapter == "none":  # the base model writes on: text, not one token over and over
+        assert len(set(alone["ids"])) >= 5
     assert split["ids"] == alone["ids"]
 
 
