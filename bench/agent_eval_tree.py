@@ -76,6 +76,8 @@ def _eval_base() -> tuple[Path, int | None]:
     shutil.rmtree(EVAL_BASE, ignore_errors=True)
     EVAL_BASE.mkdir(mode=0o700)
     return EVAL_BASE, lock
+
+
 ROLE_START_S = 60.0
 SEED = 1
 
