@@ -4,8 +4,9 @@ I/O: asks the server over `ServerLink`. The server must tokenize as this file do
 every marker of the vocabulary and plain text (`PROBE_TEXT`), with special parsing
 and, where the server offers it (llama-server), without; its `n_vocab` must be the
 file's where it says it, and so must its model's parameters and tensor bytes
-(llama-server's `/v1/models` `meta`: another quantization, or an edited file of the
-same model, is refused; a server that gives no figures, as vLLM, is held to the
+(llama-server's `/v1/models` `meta`: another quantization, or another model on the
+same vocabulary, is refused; a file edited to the same sizes is not, since no API
+gives the file's hash; a server that gives no figures, as vLLM, is held to the
 vocabulary alone). For the OpenAI completions API, a one-token completion of the
 probe's ids shows besides that the server counts the prompt as sent (no BOS or other
 token added) and returns the ids it makes. Anything else is a StartupError:
@@ -170,7 +171,7 @@ def _vocabulary_problems(model: Vocabulary, models: Any, probe: str, special: An
     elif served_size is not None and served_size != size:
         problems.append(
             f"its model's tensors take {served_size:,} bytes, the file's {size:,}: another "
-            "file of the same model (a different quantization, or an edited file)"
+            "file of the same model (a different quantization)"
         )
     return problems
 
