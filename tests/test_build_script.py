@@ -42,6 +42,7 @@ CPU_FLAGS = [
     "-DGGML_AMX_TILE=OFF",
     "-DGGML_AMX_INT8=OFF",
     "-DGGML_AMX_BF16=OFF",
+    "-DGGML_RPC=ON",
 ]
 QUERY = "--query-gpu=compute_cap --format=csv,noheader"
 

@@ -105,7 +105,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         from boxmaker.bxctl.console_chat import console_chat  # prompt_toolkit only here
 
         return console_chat(link, once)
-    return plain_chat(link, Printer(False), once)
+    return plain_chat(link, Printer(args.json), once)
 
 
 def plain_chat(link: ChatLink, printer: Printer, once: bool) -> int:

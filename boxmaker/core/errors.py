@@ -11,7 +11,8 @@
     ├── ConfigError        a configuration file or variable is wrong (ValueError)
     │   ├── ContextFitError    `[model] context` or `memory_mib` cannot be honoured
     │   │                      (core/model/context_fit)
-    │   └── OffloadError       the GPU keys ask for what this build cannot do (core/model/offload)
+    │   ├── OffloadError       the GPU keys ask for what this build cannot do (core/model/offload)
+    │   └── RpcEndpointError   an rpc-server loopd will not use (core/model/rpc_endpoints)
     ├── StartupError       a role cannot start: one line saying what to do (exit status 1)
     ├── DamagedError       a file a role keeps does not read back; the text names the file
     │   │                  (and the line)

@@ -72,7 +72,9 @@ def read_backend() -> Backend:
     # rpc-server registered (`loopd.rpc`) or a GPU backend of its own, it is a CPU build
     gpu_build = any(name != "CPU" and not name.startswith("RPC") for name in registries)
     rpc_devices = any(device.name.startswith("RPC") for device in devices)
-    return Backend(gpu_build or rpc_devices, tuple(devices))
+    if not gpu_build and not rpc_devices:
+        return Backend(False, ())  # the CPU build, as one without the RPC client reads
+    return Backend(True, tuple(devices))
 
 
 def _text(value: bytes | None) -> str:

@@ -74,6 +74,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 # llama-cpp-python's own defaults: nothing on a GPU, as before loopd had the keys
+# llama.cpp's enum llama_split_mode (include/llama.h)
+SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
+
+
+def _split(offload: Offload) -> dict[str, Any]:
+    """`Llama`'s split arguments where the owner set them (its defaults otherwise)."""
+    if (offload.split_mode, offload.main_gpu, offload.tensor_split) == ("layer", 0, ()):
+        return {}
+    return {
+        "split_mode": SPLIT_MODES[offload.split_mode],
+        "main_gpu": offload.main_gpu,
+        "tensor_split": list(offload.tensor_split) or None,
+    }
+
+
 CPU_ONLY = Offload(gpu_layers=0, flash_attn=False, kv_type="f16", batch=512, ubatch=512)
 
 _T = TypeVar("_T")
@@ -302,14 +317,19 @@ class LlamaModel(ModelFile):
                 type_v=kv_type,
                 n_batch=offload.batch,
                 n_ubatch=offload.ubatch,
-                split_mode=getattr(llama_cpp, f"LLAMA_SPLIT_MODE_{offload.split_mode.upper()}"),
-                main_gpu=offload.main_gpu,
-                tensor_split=list(offload.tensor_split) or None,
+                **_split(offload),
                 **lora,
             )
         super().__init__(llm, sampling)
         # llama.cpp's own count of the layers on the GPU (None: a build without one)
         self.offloaded: tuple[int, int] | None = offloaded_layers(load_log.text)
+        if self.offloaded is not None and not self.offloaded[0] and not offload.rpc:
+            # the RPC client alone makes llama.cpp count "0/N layers to GPU"; the count
+            # means a GPU only where the build has one
+            from boxmaker.loopd.backend import read_backend
+
+            if not read_backend().gpu_offload:
+                self.offloaded = None
         self._current: str | None = None
         self._saved: OrderedDict[str, SavedState] = OrderedDict()  # least recently used first
         # what saved sessions may hold, in bytes (None: SAVED_SESSIONS of them)
