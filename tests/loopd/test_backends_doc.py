@@ -12,7 +12,7 @@ from boxmaker.core.model.rpc_endpoints import parse_endpoint
 from boxmaker.loopd.config import load_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
-BLOCK = re.compile(r"```toml\n(.*?)```", re.DOTALL)
+BLOCK = re.compile(r"```toml\n(.*?)\s*```", re.DOTALL)
 
 
 def test_every_example_configuration_loads(tmp_path: Path) -> None:
@@ -29,5 +29,11 @@ def test_every_example_configuration_loads(tmp_path: Path) -> None:
         assert config.model.rpc_servers == written.get("rpc_servers", [])
         for endpoint in config.model.rpc_servers:
             assert str(parse_endpoint(endpoint)) == endpoint
-        seen.add("rpc" if config.model.rpc_servers else config.model.backend)
-    assert seen == {"llama-server", "openai-completions", "rpc"}
+        assert config.model.tensor_split == written.get("tensor_split", [])
+        if config.model.rpc_servers:
+            seen.add("rpc")
+        elif config.model.tensor_split:
+            seen.add("split")
+        else:
+            seen.add(config.model.backend)
+    assert seen == {"llama-server", "openai-completions", "rpc", "split"}
