@@ -391,17 +391,24 @@ def test_a_reply_longer_than_a_post_goes_on_in_the_thread(
 # --- stopping a turn (issue 42) ------------------------------------------------------
 
 
-def test_stop_in_the_thread_closes_the_turn_and_keeps_what_was_written(
-    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
-) -> None:
+def long_turn(loopd: Loopd) -> threading.Event:
+    """loopd's next turn streams a beginning and holds its connection; the event is set
+    once gatewayd has closed it."""
     left = threading.Event()
 
-    def long_turn(peer: Peer) -> None:
+    def answer(peer: Peer) -> None:
         peer.send(TurnEvent(event=ContentEvent(text="Once upon a time")), final=False)
         peer.hold(30)  # until gatewayd closes the connection
         left.set()
 
-    loopd.answer = long_turn
+    loopd.answer = answer
+    return left
+
+
+def test_stop_in_the_thread_closes_the_turn_and_keeps_what_was_written(
+    fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
+) -> None:
+    left = long_turn(loopd)
     asked = fake.post_as(fake.owner, dm(fake), "tell me a long story")
     wait_until(lambda: len(loopd.turns) == 1, 15.0, "the turn at loopd")
     wait_until(
@@ -423,14 +430,7 @@ def test_stop_in_the_thread_closes_the_turn_and_keeps_what_was_written(
 def test_gatewayd_stopping_mid_turn_closes_the_turns_connection(
     fake: FakeMattermost, gatewayd: Gatewayd, loopd: Loopd
 ) -> None:
-    left = threading.Event()
-
-    def long_turn(peer: Peer) -> None:
-        peer.send(TurnEvent(event=ContentEvent(text="Once upon a time")), final=False)
-        peer.hold(30)  # until gatewayd closes the connection
-        left.set()
-
-    loopd.answer = long_turn
+    left = long_turn(loopd)
     fake.post_as(fake.owner, dm(fake), "tell me a long story")
     wait_until(lambda: len(loopd.turns) == 1, 15.0, "the turn at loopd")
     stopping = time.monotonic()

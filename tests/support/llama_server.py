@@ -18,7 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -69,28 +69,8 @@ def running_server(model: Path, *arguments: str, log: Path) -> Iterator[str]:
         "--no-webui",
         *arguments,
     ]
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + READY_S
-        while not _healthy(port):
-            if process.poll() is not None:
-                raise AssertionError(
-                    f"llama-server exited {process.returncode}: {log.read_text()[-2000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"llama-server not ready in {READY_S} s: {log.read_text()[-2000:]}"
-                )
-            time.sleep(0.2)
+    with _running(argv, log, lambda: _healthy(port)):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @contextmanager
@@ -100,19 +80,27 @@ def running_rpc_server(log: Path, threads: int = 1) -> Iterator[str]:
     binary = server_binaries() / "bin" / "rpc-server"
     port = free_port()
     argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+    with _running(argv, log, lambda: _accepts(port)):
+        yield f"127.0.0.1:{port}"
+
+
+@contextmanager
+def _running(argv: Sequence[str], log: Path, ready: Callable[[], bool]) -> Iterator[None]:
+    """`argv` running, its output in `log`, once `ready()`; stopped after."""
+    name = Path(argv[0]).name
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + READY_S
-        while not _accepts(port):
+        while not ready():
             if process.poll() is not None:
                 raise AssertionError(
-                    f"rpc-server exited {process.returncode}: {log.read_text()[-2000:]}"
+                    f"{name} exited {process.returncode}: {log.read_text()[-2000:]}"
                 )
             if time.monotonic() > deadline:
-                raise AssertionError(f"rpc-server not listening in {READY_S} s")
+                raise AssertionError(f"{name} not ready in {READY_S} s: {log.read_text()[-2000:]}")
             time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
+        yield
     finally:
         process.terminate()
         try:
