@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import signal
 import statistics
 import sys
 import time
@@ -353,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agent eval: no category {args.only!r}; the set has {', '.join(categories)}")
         return 1
     tree = EvalTree(settings, fetch_hosts(everything), ttl_ms=int(args.timeout * 1000))
+    # a SIGTERM (kill, a timeout) stops the tree too: its roles would outlive the eval
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         requests = read_requests(args.requests, str(tree.workspace))
         if args.only is not None:
