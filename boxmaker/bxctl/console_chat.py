@@ -19,6 +19,7 @@ where others could read it.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import replace
 
@@ -106,6 +107,9 @@ def console_chat(link: ChatLink, once: bool) -> int:
         except KeyboardInterrupt:
             # at the prompt, or between two (the terminal in its line mode for a moment)
             if interrupted:
+                # leaving: a Ctrl-C more, while Python shuts down (its handler gone), must
+                # not end the process by the signal
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 return EXIT_OK
             interrupted = True
             out.write("(Ctrl-C again, or Ctrl-D, ends the chat)\n")
