@@ -89,7 +89,6 @@ class ConsoleView:
     ) -> None:
         self.screen = screen
         self.standing = standing
-        self.json_mode = False
         self.last_reasoning = ""  # the last turn's reasoning, all of it
         # asked to bring `standing` up to date when a result or a waiting call may change it
         self.on_standing_change: Callable[[], None] | None = None
