@@ -658,7 +658,7 @@ def read_twin(rng: random.Random) -> Conversation:
 
 def chat(rng: random.Random) -> Conversation:
     c = Conversation("chat")
-    pick = rng.choice(("greeting", "thanks", "question", "arithmetic"))
+    pick = rng.choice(("greeting", "casual", "thanks", "question", "arithmetic"))
     if pick == "arithmetic":
         a, b = rng.randint(2, 99), rng.randint(2, 99)
         phrase = rng.choice(v.ARITHMETIC)
@@ -666,7 +666,8 @@ def chat(rng: random.Random) -> Conversation:
         c.owner(phrase.format(a=a, b=b))
         c.answer(f"{value}.")
         return c
-    table = {"greeting": v.GREETINGS, "thanks": v.THANKS, "question": v.QUESTIONS}[pick]
+    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS}
+    table = tables.get(pick, v.QUESTIONS)
     said, answer = rng.choice(table)
     c.owner(said)
     c.answer(answer)
