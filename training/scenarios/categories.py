@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,8 +162,9 @@ def _file_text(rng: random.Random, fact: str, other: str | None = None) -> tuple
 
 def _document(rng: random.Random, lines: list[str]) -> tuple[str, str]:
     """A Markdown document: a `#` heading, the lines first in a paragraph of filler
-    sentences (two facts: anywhere in it), and sometimes a second section with a list or
-    an indented block of commands, as the walk-through's welcome note has."""
+    sentences (two facts: anywhere in it), one a line or wrapped at a width, and sometimes
+    a second section with a list or an indented block of commands, as the walk-through's
+    welcome note has."""
     title = _fill(rng, rng.choice(v.DOC_TITLES))
     body = [_fill(rng, rng.choice(v.DOC_LINES)) for _ in range(rng.randint(1, 4))]
     if len(lines) == 1:
@@ -170,7 +172,12 @@ def _document(rng: random.Random, lines: list[str]) -> tuple[str, str]:
     else:
         for line in lines:
             body.insert(rng.randint(0, len(body)), line)
-    parts = [f"# {title}", "", *body]
+    if rng.random() < 0.5:
+        # one paragraph wrapped as an editor wraps it, a sentence across two lines (the
+        # welcome note's shape: run 7 quoted its last short line, not its heading)
+        parts = [f"# {title}", "", *textwrap.wrap(" ".join(body), rng.choice((68, 76, 80)))]
+    else:
+        parts = [f"# {title}", "", *body]
     extra = rng.choice(("none", "list", "commands"))
     if extra == "list":
         items = [_fill(rng, rng.choice(v.CONTENT_FORMS)) for _ in range(rng.randint(2, 3))]

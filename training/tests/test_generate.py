@@ -95,8 +95,10 @@ def test_read_answers_quote_the_files_line_word_for_word() -> None:
         answer = e["segments"][-2]["text"]  # the last is the stop marker
         quoted = answer.split('"')[1::2]  # a document's heading, then the line
         assert quoted[-1].endswith(".")
+        # a wrapped paragraph's sentence is quoted on one line
+        text = " ".join(e["calls"][0]["outcome"]["text"].split())
         for piece in quoted:
-            assert piece in e["calls"][0]["outcome"]["text"], (piece, e["calls"][0])
+            assert piece in text, (piece, e["calls"][0])
 
 
 def test_some_files_are_markdown_documents_answered_with_their_heading() -> None:
@@ -110,6 +112,18 @@ def test_some_files_are_markdown_documents_answered_with_their_heading() -> None
         == e["calls"][0]["outcome"]["text"][2:].split("\n")[0]
         for e in titled
     )
+
+
+def test_some_documents_wrap_their_paragraph_across_lines() -> None:
+    # the welcome note's shape: a sentence runs on into the next line (run 7 quoted its
+    # last short line instead of its heading); each line within the wrap's width
+    reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
+    documents = [e["calls"][0]["outcome"]["text"] for e in reads]
+    documents = [t for t in documents if t.startswith("# ")]
+    wrapped = [t for t in documents if any(not line.endswith((".", ":")) for line in
+               t.split("\n\n")[1].split("\n"))]
+    assert len(documents) / 4 < len(wrapped) < len(documents) * 3 / 4
+    assert all(len(line) <= 80 for t in wrapped for line in t.splitlines())
 
 
 def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
@@ -210,7 +224,7 @@ class _Port:
         self.calls = list(calls)
         self.requests: list[ToolRequest] = []
 
-    def call(self, request: ToolRequest, pending: Any) -> object:
+    def call(self, request: ToolRequest, pending: Any, interrupted: Any = None) -> object:
         self.requests.append(request)
         outcome = self.calls.pop(0)["outcome"]
         if outcome["approval"]:
