@@ -26,6 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 NAMES = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
@@ -86,8 +89,7 @@ def check(
     from llama_cpp import Llama
     from peft import PeftModel
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from train import load_model
+    from training.train import load_model
 
     base = load_model(gguf_path, hf_cache)
     model = PeftModel.from_pretrained(base, adapter).eval()

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     decoder, head = inner.model, inner.lm_head
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=ns.lr, weight_decay=0.0)
-    warmup = max(1, total // 20)
+    warmup: int = max(1, total // 20)
 
     def rate(step: int) -> float:
         if step < warmup:

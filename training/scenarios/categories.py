@@ -93,6 +93,9 @@ def _path(rng: random.Random) -> str:
     return f"{_dir(rng)}/{name}"
 
 
+LETTERS = "ABCDEFGHKMPRT"  # a code's letters (no look-alikes of digits)
+
+
 def _fill(rng: random.Random, form: str) -> str:
     """`form` with each slot filled with made-up words, numbers and names."""
     slots = {
@@ -105,7 +108,7 @@ def _fill(rng: random.Random, form: str) -> str:
         "digits": str(rng.randint(1000, 99999)),
         "n": str(rng.randint(2, 400)),
         "time": f"{rng.randint(6, 22):02}:{rng.choice((0, 10, 15, 20, 30, 40, 45, 50)):02}",
-        "code": f"{rng.choice('ABCDEFGHKMPRT')}{rng.choice('ABCDEFGHKMPRT')}-{rng.randint(10, 999)}",
+        "code": f"{rng.choice(LETTERS)}{rng.choice(LETTERS)}-{rng.randint(10, 999)}",
     }
     return form.format(**slots)
 

@@ -107,7 +107,8 @@ def test_some_files_are_markdown_documents_answered_with_their_heading() -> None
     documents = [e for e in reads if e["calls"][0]["outcome"]["text"].startswith("# ")]
     assert len(reads) / 4 < len(documents) < len(reads) / 2
     titled = [e for e in documents if "titled" in e["segments"][-2]["text"]]
-    assert titled and all(
+    assert titled
+    assert all(
         e["segments"][-2]["text"].split('"')[1]
         == e["calls"][0]["outcome"]["text"][2:].split("\n")[0]
         for e in titled
@@ -120,8 +121,11 @@ def test_some_documents_wrap_their_paragraph_across_lines() -> None:
     reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
     documents = [e["calls"][0]["outcome"]["text"] for e in reads]
     documents = [t for t in documents if t.startswith("# ")]
-    wrapped = [t for t in documents if any(not line.endswith((".", ":")) for line in
-               t.split("\n\n")[1].split("\n"))]
+    wrapped = [
+        t
+        for t in documents
+        if any(not line.endswith((".", ":")) for line in t.split("\n\n")[1].split("\n"))
+    ]
     assert len(documents) / 4 < len(wrapped) < len(documents) * 3 / 4
     assert all(len(line) <= 80 for t in wrapped for line in t.splitlines())
 
