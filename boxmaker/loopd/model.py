@@ -116,7 +116,7 @@ class Generation:
     interrupted: bool = False  # stopped between tokens because `interrupted()` said so
 
 
-Interrupted = Callable[[], bool]  # asked between tokens: stop generating now?
+Interrupted = Callable[[], bool]  # asked between tokens (and prompt batches): stop now?
 
 
 def never() -> bool:
@@ -169,7 +169,9 @@ class Model(Vocabulary, Protocol):
         """Generate a reply to `prompt`, calling `on_text` with its text as it comes:
         each piece complete UTF-8, all of them together exactly `Generation.text`.
         `interrupted` is asked before each token after the first is made: True ends the
-        generation there (`Generation.interrupted`), with what was made so far."""
+        generation there (`Generation.interrupted`), with what was made so far. A model
+        may ask it between batches of the prompt's evaluation too (in-process does), and
+        then ends with no ids."""
         ...
 
 
@@ -396,6 +398,8 @@ class LlamaModel(ModelFile):
             room = self._llm.n_ctx() - len(prompt)
             if room <= 0:
                 raise ContextFullError(f"the prompt ({len(prompt)} tokens) fills the context")
+            if self._prefill(prompt, reused, interrupted):
+                return Generation((), "", len(prompt), evaluated, False, True)
             out: list[int] = []
             pieces: list[str] = []  # each complete UTF-8: a split character waits
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -428,6 +432,24 @@ class LlamaModel(ModelFile):
                 on_text(pieces[-1])
             text_all = "".join(pieces)  # exactly what on_text was given
             return Generation(tuple(out), text_all, len(prompt), evaluated, finished, cut)
+
+    def _prefill(self, prompt: list[int], reused: int, interrupted: Interrupted) -> bool:
+        """Evaluate the prompt's batches before the one that holds its last token, asking
+        `interrupted()` before each: a stop lands within one batch of a long prompt.
+        They are the batches `Llama.generate` would evaluate (`n_batch` tokens each from
+        the first not reused), so the cells and the reply are the same; generate then
+        finds them reused and evaluates the last batch. True when interrupted (what was
+        evaluated stays, a prefix the next prompt reuses)."""
+        if reused >= len(prompt):
+            return False  # all held: generate samples at once or replays the last token
+        size: int = self._llm.n_batch
+        last = reused + (len(prompt) - 1 - reused) // size * size  # the last batch's start
+        self._llm.n_tokens = reused  # eval drops the cells after it, as generate would
+        for begin in range(reused, last, size):
+            if interrupted():
+                return True
+            self._llm.eval(prompt[begin : begin + size])
+        return False
 
     def _switch_to(self, session: str) -> None:
         """Make the context hold `session`'s tokens, saving the one it held (on a switch

@@ -262,6 +262,8 @@ class TurnLoop:
             except ModelUnavailableError as exc:  # nothing of the reply is logged
                 log.warning("event=model_unavailable session=%s %s", session, exc)
                 return f"The turn stopped: {exc}."
+            if generation.interrupted and not generation.ids:
+                return self._stopped_between(session, session_log)  # in the prompt's eval
             generated += len(generation.ids)
             emit(
                 UsageEvent(

@@ -117,6 +117,40 @@ def test_after_a_switch_a_prompt_that_rewrites_early_tokens_is_evaluated_whole(
     assert resumed.ids == whole.ids
 
 
+def test_a_stop_in_a_long_prompts_evaluation_lands_within_a_batch_and_changes_no_reply(
+    model: LlamaModel,
+) -> None:
+    # issue 42: a stop is asked between the prompt's batches too; what was evaluated
+    # stays, and the reply to the same prompt is the reply without the stop
+    size = model._llm.n_batch
+    long = tokens(model, "Rain drummed on the tin roof of the workshop all night. ", 3 * size + 90)
+    clear = tokens(model, "Owls called across the frozen field. ", 40)
+    run(model, "prefill-clear", clear)
+    whole = run(model, "prefill-whole", long)
+    assert whole.evaluated == len(long)
+    run(model, "prefill-clear", clear)
+    asked: list[int] = []
+
+    def second_ask() -> bool:
+        asked.append(model._llm.n_tokens)  # the cells evaluated when asked
+        return len(asked) == 2
+
+    cut = model.generate(
+        "prefill-cut",
+        long,
+        max_tokens=REPLY,
+        stop=set(),
+        on_text=lambda _: None,
+        interrupted=second_ask,
+    )
+    assert cut.interrupted
+    assert cut.ids == ()
+    assert asked == [0, size]  # before the first batch, then after one
+    resumed = run(model, "prefill-cut", long)
+    assert resumed.evaluated == len(long) - size  # the batch before the stop is reused
+    assert resumed.ids == whole.ids
+
+
 def test_saved_sessions_keep_within_the_budget_the_least_recently_used_leaving_first(
     model: LlamaModel,
 ) -> None:

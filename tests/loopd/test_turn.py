@@ -22,6 +22,7 @@ from boxmaker.core.grants.decisions import DenyReason
 from boxmaker.core.home import layout
 from boxmaker.core.labels import DataClass
 from boxmaker.core.model.chat_format import GEMMA
+from boxmaker.core.model.compaction_plan import STOPPED_BETWEEN
 from boxmaker.core.model.dialect import from_format
 from boxmaker.core.wire.broker import DeniedResponse, ResultResponse
 from boxmaker.core.wire.loop import (
@@ -35,8 +36,13 @@ from boxmaker.core.wire.loop import (
 from boxmaker.loopd.broker_port import BrokerPort
 from boxmaker.loopd.limits import TurnLimits
 from boxmaker.loopd.model import Generation, Interrupted, never
-from boxmaker.loopd.session_log import SessionLogDamagedError, SessionLogs
-from boxmaker.loopd.turn import TurnLoop, TurnRefusedError
+from boxmaker.loopd.session_log import (
+    NoticeEntry,
+    SessionLogDamagedError,
+    SessionLogs,
+    UserEntry,
+)
+from boxmaker.loopd.turn import STOPPED, TurnLoop, TurnRefusedError
 from boxmaker.testing.homes import make_home
 from boxmaker.testing.peer_scripts import answer, pending_then
 from boxmaker.testing.scripted_model import (
@@ -675,6 +681,27 @@ def test_a_model_server_gone_mid_reply_ends_the_turn_and_keeps_the_log_whole(
     assert content.endswith("see runbook.md#loopd-backend-unreachable.")
     logged = place.logs.open("gone").entries
     assert [type(entry).__name__ for entry in logged] == ["UserEntry"]  # no half reply
+
+
+def test_a_stop_in_the_prompts_evaluation_logs_no_reply_and_tells_the_model(
+    place: Home,
+) -> None:
+    # in-process, a stop between batches of a long prompt's evaluation ends the
+    # generation with no ids (LlamaModel._prefill; the real model: test_model_switch)
+    class StoppedModel(ScriptedModel):
+        def generate(self, session: str, prompt: list[int], **kwargs: object) -> Generation:
+            interrupted = kwargs["interrupted"]
+            assert callable(interrupted)
+            stopped = interrupted()
+            return Generation((), "", len(prompt), len(prompt), False, stopped)
+
+    stopping = iter([False, True])  # not before the first reply: in its evaluation
+    done = place.loop(StoppedModel()).run(
+        "stop-eval", "a long paste", False, lambda _: None, lambda: next(stopping)
+    )
+    assert done.content == STOPPED
+    logged = place.logs.open("stop-eval").entries
+    assert logged == [UserEntry(text="a long paste"), NoticeEntry(text=STOPPED_BETWEEN)]
 
 
 def test_a_result_over_its_budget_reaches_the_model_as_head_marker_tail(place: Home) -> None:
