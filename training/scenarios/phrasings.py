@@ -366,34 +366,3 @@ COPY = compose(
     ),
     END_SHORT,
 )
-
-
-# casual greetings that ask for nothing (run 7 answered a slangy held-out greeting with a
-# read): an opener, a follow-up, each in lower or upper case
-HELLO = ("hey", "hi", "hello", "hiya", "heya", "evening", "afternoon", "hey there", "hi again")
-HELLO_MORE = (
-    "",
-    "!",
-    " - how are things?",
-    ", how's your day going?",
-    ", all good?",
-    ", long time no see!",
-    ", anything new with you?",
-    ", you around?",
-    " :)",
-)
-HELLO_ANSWERS = (
-    "Hi! What can I do for you?",
-    "Hello! How can I help?",
-    "All good here. What do you need?",
-)
-
-
-def casual_greetings() -> tuple[tuple[str, str], ...]:
-    """Every opener and follow-up, lower and upper case, each with an answer that asks
-    what to do (in a fixed order)."""
-    out: list[tuple[str, str]] = []
-    for n, (hello, more) in enumerate((h, m) for h in HELLO for m in HELLO_MORE):
-        for said in (hello + more, hello[0].upper() + hello[1:] + more):
-            out.append((said, HELLO_ANSWERS[n % len(HELLO_ANSWERS)]))
-    return tuple(out)

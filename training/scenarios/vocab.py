@@ -312,7 +312,6 @@ GREETINGS = (
         " remember facts, whenever your grants allow it.",
     ),
 )
-CASUAL = composed.casual_greetings()
 THANKS = (
     ("Thanks!", "You're welcome!"),
     ("Thank you, that's all.", "You're welcome. Have a good day!"),

@@ -115,21 +115,6 @@ def test_some_files_are_markdown_documents_answered_with_their_heading() -> None
     )
 
 
-def test_some_documents_wrap_their_paragraph_across_lines() -> None:
-    # the welcome note's shape: a sentence runs on into the next line (run 7 quoted its
-    # last short line instead of its heading); each line within the wrap's width
-    reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
-    documents = [e["calls"][0]["outcome"]["text"] for e in reads]
-    documents = [t for t in documents if t.startswith("# ")]
-    wrapped = [
-        t
-        for t in documents
-        if any(not line.endswith((".", ":")) for line in t.split("\n\n")[1].split("\n"))
-    ]
-    assert len(documents) / 4 < len(wrapped) < len(documents) * 3 / 4
-    assert all(len(line) <= 80 for t in wrapped for line in t.splitlines())
-
-
 def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
     # run 5 borrowed "You approved it. The result: ..." for plain reads and lost the fact
     for e in SAMPLE:
