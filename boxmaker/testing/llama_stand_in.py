@@ -51,6 +51,10 @@ class Llama:
         self.model = object()
         self._model = _Model()
         self._input_ids = []
+        self.n_batch = 512
+        self.n_tokens = 0
+    def eval(self, tokens):
+        self.n_tokens += len(tokens)
     def tokenize(self, text, add_bos=False, special=False):
         return [5, 6, 7]
     def n_ctx(self):
