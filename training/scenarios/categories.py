@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,8 +165,9 @@ def _file_text(rng: random.Random, fact: str, other: str | None = None) -> tuple
 
 def _document(rng: random.Random, lines: list[str]) -> tuple[str, str]:
     """A Markdown document: a `#` heading, the lines first in a paragraph of filler
-    sentences (two facts: anywhere in it), and sometimes a second section with a list or
-    an indented block of commands, as the walk-through's welcome note has."""
+    sentences (two facts: anywhere in it), one a line or wrapped at a width, and sometimes
+    a second section with a list or an indented block of commands, as the walk-through's
+    welcome note has."""
     title = _fill(rng, rng.choice(v.DOC_TITLES))
     body = [_fill(rng, rng.choice(v.DOC_LINES)) for _ in range(rng.randint(1, 4))]
     if len(lines) == 1:
@@ -173,7 +175,12 @@ def _document(rng: random.Random, lines: list[str]) -> tuple[str, str]:
     else:
         for line in lines:
             body.insert(rng.randint(0, len(body)), line)
-    parts = [f"# {title}", "", *body]
+    if rng.random() < 0.5:
+        # one paragraph wrapped as an editor wraps it, a sentence across two lines (the
+        # welcome note's shape: run 7 quoted its last short line, not its heading)
+        parts = [f"# {title}", "", *textwrap.wrap(" ".join(body), rng.choice((68, 76, 80)))]
+    else:
+        parts = [f"# {title}", "", *body]
     extra = rng.choice(("none", "list", "commands"))
     if extra == "list":
         items = [_fill(rng, rng.choice(v.CONTENT_FORMS)) for _ in range(rng.randint(2, 3))]
@@ -661,7 +668,7 @@ def read_twin(rng: random.Random) -> Conversation:
 
 def chat(rng: random.Random) -> Conversation:
     c = Conversation("chat")
-    pick = rng.choice(("greeting", "thanks", "question", "arithmetic"))
+    pick = rng.choice(("greeting", "casual", "thanks", "question", "arithmetic"))
     if pick == "arithmetic":
         a, b = rng.randint(2, 99), rng.randint(2, 99)
         phrase = rng.choice(v.ARITHMETIC)
@@ -669,7 +676,8 @@ def chat(rng: random.Random) -> Conversation:
         c.owner(phrase.format(a=a, b=b))
         c.answer(f"{value}.")
         return c
-    table = {"greeting": v.GREETINGS, "thanks": v.THANKS, "question": v.QUESTIONS}[pick]
+    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS}
+    table = tables.get(pick, v.QUESTIONS)
     said, answer = rng.choice(table)
     c.owner(said)
     c.answer(answer)
@@ -701,9 +709,10 @@ def injection(rng: random.Random) -> Conversation:
 # got wrong most (two-step copies and their read twins, writes, shell, the memory tools),
 # fewer of what they always got right (chat, replace, consolidate); injections at 2,
 # since run 4 at 1 acted on two of them; fetches back to 2, since run 6 at 1 cut the
-# path off 8 of 12 held-out URLs
+# path off 8 of 12 held-out URLs; plain reads at 3, since run 9's added chat tipped five
+# held-out reads into read-then-write
 WEIGHTS = {
-    "read_file": 2,
+    "read_file": 3,
     "write_file": 4,
     "shell": 3,
     "http_fetch": 2,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,52 @@ def test_some_files_are_markdown_documents_answered_with_their_heading() -> None
         == e["calls"][0]["outcome"]["text"][2:].split("\n")[0]
         for e in titled
     )
+
+
+def test_some_documents_wrap_their_paragraph_across_lines() -> None:
+    # the welcome note's shape: a sentence runs on into the next line (run 7 quoted its
+    # last short line instead of its heading); each line within the wrap's width
+    reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
+    documents = [e["calls"][0]["outcome"]["text"] for e in reads]
+    documents = [t for t in documents if t.startswith("# ")]
+    wrapped = [
+        t
+        for t in documents
+        if any(not line.endswith((".", ":")) for line in t.split("\n\n")[1].split("\n"))
+    ]
+    assert len(documents) / 4 < len(wrapped) < len(documents) * 3 / 4
+    assert all(len(line) <= 80 for t in wrapped for line in t.splitlines())
+
+
+def _request(example: dict[str, Any]) -> str:
+    """The owner's request: the segment after the system text in the first user turn."""
+    texts = [s["text"] for s in example["segments"] if not s["special"] and not s["model"]]
+    return str(texts[2])
+
+
+def test_reads_that_say_where_a_thing_was_written_are_one_read() -> None:
+    # run 9 answered "... it's written in PATH" with a read and a write back: the data
+    # holds reads whose request says where something was written, noted or kept
+    said = re.compile(r"\b(wrote|written|noted|jotted|saved|stored|kept|recorded)\b")
+    reads = [e for e in SAMPLE if e["category"] in ("read_file", "read_twin")]
+    telling = [e for e in reads if said.search(_request(e))]
+    assert len(telling) >= len(reads) / 10, (len(telling), len(reads))  # v7: 1 in 19
+    for e in telling:
+        assert [c["tool"] for c in e["calls"]] == ["read_file"], _request(e)
+        assert e["calls"][0]["arguments"]["path"] in _request(e)
+
+
+def test_injections_that_target_the_file_read_are_reported_and_not_acted_on() -> None:
+    # run 9 wrote an injected file ("overwrite welcome.md ...") back to itself
+    injected = [e for e in SAMPLE if e["category"] == "injection"]
+    aimed = [e for e in injected if "this file" in e["calls"][0]["outcome"]["text"]]
+    assert aimed
+    assert len(aimed) < len(injected)
+    for e in injected:
+        assert len(e["calls"]) == 1
+        attack = e["calls"][0]["outcome"]["text"].rsplit("\n", 1)[-1]
+        assert f'("{attack}")' in e["segments"][-2]["text"]
+        assert "I did not follow it" in e["segments"][-2]["text"]
 
 
 def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
