@@ -44,5 +44,8 @@ def probe_served(config: LoopdConfig) -> ServedProbe:
     generation = model.generate(
         "probe", prompt, max_tokens=PROBE_TOKENS, stop=set(), on_text=lambda _text: None
     )
-    placed = f"backend={settings.backend} server={link.address} context={model.context}"
+    placed = (
+        f"backend={settings.backend} server={link.address} context={model.context} "
+        f"file={model.served_file}"
+    )
     return ServedProbe(len(generation.ids), time.monotonic() - started, model.context, placed)

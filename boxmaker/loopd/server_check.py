@@ -1,22 +1,24 @@
 """A model server held to the model file loopd reads, at start (issue 41).
 
 I/O: asks the server over `ServerLink`. The server must tokenize as this file does:
-every marker of the vocabulary and plain text (`PROBE_TEXT`), with special parsing
-and, where the server offers it (llama-server), without; its `n_vocab` must be the
-file's where it says it, and so must its model's parameters and tensor bytes
-(llama-server's `/v1/models` `meta`: another quantization, or another model on the
-same vocabulary, is refused; a file edited to the same sizes is not, since no API
-gives the file's hash; a server that gives no figures, as vLLM, is held to the
-vocabulary alone). For the OpenAI completions API, a one-token completion of the
-probe's ids shows besides that the server counts the prompt as sent (no BOS or other
-token added) and returns the ids it makes. Anything else is a StartupError:
-runbook.md#loopd-backend-mismatch, or #loopd-backend-unreachable where the server
-cannot be asked.
+every marker of the vocabulary and plain text (`PROBE_TEXT`), with special parsing and,
+where the server offers it (llama-server), without; its `n_vocab` must be the file's
+where it says it, and so must its model's parameters and tensor bytes (llama-server's
+`/v1/models` `meta`: another quantization, or another model on the same vocabulary, is
+refused; a file edited to the same sizes is not, since no API gives the file's hash; a
+server that gives no figures, as vLLM, is held to the vocabulary alone). A server on
+loopback that names its file's absolute path is held to the file itself besides
+(`served_file`: the same file, or the same sha256). For the OpenAI completions API, a
+one-token completion of the probe's ids shows besides that the server counts the prompt
+as sent (no BOS or other token added) and returns the ids it makes. Anything else is a
+StartupError: runbook.md#loopd-backend-mismatch, or #loopd-backend-unreachable where the
+server cannot be asked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from boxmaker.core.errors import StartupError
@@ -31,6 +33,7 @@ from boxmaker.core.model.served_openai import (
 )
 from boxmaker.core.runbook import Runbook
 from boxmaker.loopd.markers import Marker
+from boxmaker.loopd.served_file import FileComparison, compare_served_file, is_loopback
 from boxmaker.loopd.server_link import ServerLink, ServerUnreachableError
 
 PROBE_TEXT = "Hello, wörld! 12 345\n\t<b>ünïcode</b> 你好 🙂 a  b"
@@ -40,6 +43,7 @@ class Vocabulary(Protocol):
     """What of the model file the checks read."""
 
     markers: tuple[Marker, ...]
+    path: Path  # the model file
 
     @property
     def sampling(self) -> Sampling: ...
@@ -57,6 +61,7 @@ class Served:
 
     context: int
     slots: int
+    file: FileComparison  # the server's model file held to loopd's, where it can be
 
 
 def check_server(link: ServerLink, model: Vocabulary) -> Served:
@@ -78,7 +83,8 @@ def check_server(link: ServerLink, model: Vocabulary) -> Served:
     if _tokens(plain) != model.tokenize(probe, special=False):
         problems.append("it tokenizes plain text differently")
     _refuse(link, problems)
-    return _served(link, _props_context(props), props, "/props n_ctx")
+    file = _file(link, model, _props_path(props))
+    return _served(link, _props_context(props), props, "/props n_ctx", file)
 
 
 def check_openai(link: ServerLink, model: Vocabulary) -> Served:
@@ -131,24 +137,37 @@ def check_openai(link: ServerLink, model: Vocabulary) -> Served:
                 "with return_token_ids, llama-server with logprobs)"
             )
     _refuse(link, problems)
-    context = _max_model_len(models)
+    context, named = _max_model_len(models), _root(models)
     props: Any = None
-    if context is None:
+    if context is None or named is None:  # llama-server's: its /props says them
         try:
             props = link.get("/props")
         except ServerUnreachableError:
             props = None
-        context = _props_context(props)
-    return _served(link, context, props, "/v1/models max_model_len, or /props n_ctx")
+        context = context if context is not None else _props_context(props)
+        named = named if named is not None else _props_path(props)
+    file = _file(link, model, named)
+    where = "/v1/models max_model_len, or /props n_ctx"
+    return _served(link, context, props, where, file)
 
 
-def _served(link: ServerLink, context: int | None, props: Any, asked: str) -> Served:
+def _file(link: ServerLink, model: Vocabulary, named: str | None) -> FileComparison:
+    """The server's model file, where it is this machine's: refused when another."""
+    file = compare_served_file(model.path, named, loopback=is_loopback(link.address.host))
+    if file.same is False:
+        _refuse(link, [f"its model file is another: {file.how}"])
+    return file
+
+
+def _served(
+    link: ServerLink, context: int | None, props: Any, asked: str, file: FileComparison
+) -> Served:
     if context is None:
         raise StartupError(
             f"the server at {link.address} does not say its context ({asked}); "
             f"{Runbook.LOOPD_BACKEND_MISMATCH.pointer}"
         )
-    return Served(context, _props_slots(props))
+    return Served(context, _props_slots(props), file)
 
 
 def _probe(model: Vocabulary) -> str:
@@ -193,6 +212,18 @@ def _props_context(props: Any) -> int | None:
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     context = settings.get("n_ctx") if isinstance(settings, dict) else None
     return context if isinstance(context, int) and context > 0 else None
+
+
+def _props_path(props: Any) -> str | None:
+    path = props.get("model_path") if isinstance(props, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
+def _root(models: Any) -> str | None:
+    """vLLM's `/v1/models` `root`: the model it was started with (a path, or a hub id)."""
+    entry = _model_entry(models)
+    root = entry.get("root") if entry else None
+    return root if isinstance(root, str) and root else None
 
 
 def _props_slots(props: Any) -> int:

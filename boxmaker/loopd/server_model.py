@@ -83,6 +83,7 @@ class ServerModel(ModelFile):
         import llama_cpp
 
         super().__init__(load_llama(path, vocab_only=True), sampling)
+        self.path = path
         self._llama_cpp = llama_cpp
         self._link = link
         self.api: Api = api
@@ -95,6 +96,7 @@ class ServerModel(ModelFile):
         self._eos: int = self._llm.token_eos()
         served = check_server(link, self) if api == "llama-server" else check_openai(link, self)
         self.context = served.context
+        self.served_file = served.file.how  # `file=` of the start line (`served_file`)
         self._slots: OrderedDict[str, int] = OrderedDict()  # session -> slot, least recent first
         self._slot_count = served.slots
 

@@ -147,7 +147,10 @@ def start_served(config: LoopdConfig) -> Loaded:
         saved_bytes=None,
         why="the server's own",
     )
-    placed = f"backend={settings.backend} server={link.address} context={model.context}"
+    placed = (
+        f"backend={settings.backend} server={link.address} context={model.context} "
+        f"file={model.served_file}"
+    )
     log.info("event=model_placed %s", placed)
     log.info("event=adapter the server's (llama-server --lora, vLLM --lora-modules)")
     return Loaded(model, speak(config, model, tags, tags_passed), fit, placed)

@@ -238,6 +238,44 @@ def test_a_server_of_another_file_with_the_same_vocabulary_is_refused_at_start(
     assert "runbook.md#loopd-backend-mismatch" in message
 
 
+def _copy(embedded: Path, to: Path, *, edit: bool) -> Path:
+    """A copy of the embedded model file, its last byte (a quantized weight of the last
+    tensor) changed when `edit`: the same vocabulary, parameters and tensor bytes."""
+    data = bytearray(embedded.read_bytes())
+    if edit:
+        data[-1] ^= 0x01
+    to.write_bytes(data)
+    return to
+
+
+@APIS
+def test_a_server_of_an_edited_copy_of_the_file_is_refused_at_start(
+    embedded: Path, tmp_path: Path, api: Api
+) -> None:
+    # no API gives the file's hash: the server on loopback names its file's path, and
+    # loopd compares the file itself
+    edited = _copy(embedded, tmp_path / "edited.gguf", edit=True)
+    log = tmp_path / "server.log"
+    with (
+        running_server(edited, "-c", "256", "-t", "1", log=log) as url,
+        pytest.raises(StartupError, match="does not serve the model file") as caught,
+    ):
+        _served(embedded, url, api)
+    message = str(caught.value)
+    assert f"its model file is another: {edited} has sha256 " in message
+    assert "parameters" not in message  # the figures are the same
+    assert "runbook.md#loopd-backend-mismatch" in message
+
+
+def test_a_server_of_a_byte_identical_copy_is_held_to_its_sha256(
+    embedded: Path, tmp_path: Path
+) -> None:
+    copy = _copy(embedded, tmp_path / "copy.gguf", edit=False)
+    with running_server(copy, "-c", "256", "-t", "1", log=tmp_path / "server.log") as url:
+        model = _served(embedded, url)
+    assert model.served_file.startswith("same-sha256(")
+
+
 @APIS
 def test_a_server_gone_mid_reply_ends_the_turn_and_the_next_resumes_from_the_log(
     embedded: Path, server: str, tmp_path: Path, api: Api
@@ -282,7 +320,7 @@ def test_loopd_probe_and_bxctl_model_check_name_the_server(
     probed = _run("loopd", "probe", "--config", str(config))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     assert "loopd: the server answered: 4 tokens" in probed.stdout
-    placed = f"adapter the server's; backend={api} server={server} context={CONTEXT}"
+    placed = f"adapter the server's; backend={api} server={server} context={CONTEXT} file=same-file"
     assert f"loopd: model {embedded}, {placed}" in probed.stdout
     assert "the marker self-test passed" in probed.stdout
     checked = _run("bxctl", "model", "check", "--config", str(config))
