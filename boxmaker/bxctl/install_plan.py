@@ -99,13 +99,16 @@ def prepare_script() -> Path:
 EXAMPLE_HOME = "/home/owner"  # what grants.example's paths start with
 WELCOME = """# Welcome to boxmaker
 
-This folder is the dev install's workspace. The example grants let the model
-read anything under notes/ without asking (but never notes/keys/), write files
-in scratch/ without asking, and run shell commands in scratch/ after you approve
-each one. Every call is decided by brokerd and written to the audit log first:
+This folder is the workspace of your dev install.
+Anything under notes/ can be read without asking, but never notes/keys/.
+Files in scratch/ can be written without asking.
+Shell commands in scratch/ run only after you approve each one.
+brokerd decides every call and writes it to the audit log first.
 
-    bxctl approvals          what waits for you
-    bxctl audit verify       the log, checked
+Two commands to try:
+
+    bxctl approvals          lists the calls that wait for your approval
+    bxctl audit verify       checks the audit log from its first record
 """
 NOT_A_KEY = "not a real key: the keys-deny grant keeps the model from reading it\n"
 
