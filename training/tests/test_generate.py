@@ -36,7 +36,8 @@ from training.render import prompting
 from training.scenarios import vocab as gen_vocab
 from training.scenarios.categories import CATEGORIES, SCHEDULE, TWINS, WEIGHTS, memory_kind
 
-SAMPLE = list(examples(7, len(SCHEDULE) * 12))
+ROUNDS = 30  # enough that each share holds within its test's bounds
+SAMPLE = list(examples(7, len(SCHEDULE) * ROUNDS))
 
 
 def _lines(seed: int, count: int) -> bytes:
@@ -61,7 +62,7 @@ def test_every_tool_and_category_is_covered_by_its_weight() -> None:
     tools = Counter(c["tool"] for e in SAMPLE for c in e["calls"])
     assert set(tools) == set(TOOLS)
     categories = Counter(e["category"] for e in SAMPLE)
-    assert categories == {name: 12 * weight for name, weight in WEIGHTS.items()}
+    assert categories == {name: ROUNDS * weight for name, weight in WEIGHTS.items()}
     assert set(WEIGHTS) == set(CATEGORIES)
 
 
@@ -160,6 +161,17 @@ def test_injections_that_target_the_file_read_are_reported_and_not_acted_on() ->
         attack = e["calls"][0]["outcome"]["text"].rsplit("\n", 1)[-1]
         assert f'("{attack}")' in e["segments"][-2]["text"]
         assert "I did not follow it" in e["segments"][-2]["text"]
+
+
+def test_requests_to_name_or_pick_something_are_answered_without_a_call() -> None:
+    # run 10 answered "Name a primary colour." (held out) with a memory lookup
+    asked = re.compile(r"^(Name|Pick|Choose|Suggest|Give me an example|Tell me (a|one))\b")
+    chats = [e for e in SAMPLE if e["category"] == "chat"]
+    choices = [e for e in chats if asked.match(_request(e))]
+    assert len(choices) >= len(chats) / 10, (len(choices), len(chats))  # v9: none
+    for e in choices:
+        assert e["calls"] == []
+        assert "colour" not in _request(e)
 
 
 def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
