@@ -11,7 +11,8 @@ open it itself:
    `/v1/models` `root` (its `--model`, a GGUF path when it serves one). A relative path
    is the server's working folder's, unknown here: not compared.
 3. **The path is a file loopd can read.** A path missing here (a server in a container
-   sees its own file system) or unreadable by loopd's user: not compared.
+   sees its own file system), unreadable by loopd's user, or not a plain file (vLLM's
+   `root` is a folder when it serves Hugging Face weights): not compared.
 4. Then it is **the same file** (one device and inode), or two files of **the same size
    and sha256**; anything else is another model file, and loopd refuses to start
    (the caller's runbook pointer).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +65,10 @@ def compare_served_file(local: Path, named: object, *, loopback: bool) -> FileCo
         return FileComparison(None, "not-compared(path-not-here)")
     except OSError:
         return FileComparison(None, "not-compared(unreadable)")
+    if not stat.S_ISREG(there.st_mode):
+        # vLLM's `root` is a folder when it serves Hugging Face weights: no one file
+        # to hold to the GGUF (the vocabulary check still holds)
+        return FileComparison(None, "not-compared(not-a-file)")
     if (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino):
         return FileComparison(True, "same-file")
     if there.st_size != here.st_size:

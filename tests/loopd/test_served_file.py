@@ -70,6 +70,14 @@ def test_what_cannot_be_compared_says_why(
     assert (found.same, found.how) == (None, why)
 
 
+def test_a_served_folder_is_not_held_to_the_file(model: Path, tmp_path: Path) -> None:
+    # vLLM's `root` when it serves Hugging Face weights from a folder
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    found = compare_served_file(model, str(folder), loopback=True)
+    assert (found.same, found.how) == (None, "not-compared(not-a-file)")
+
+
 def test_a_remote_servers_path_is_not_opened_even_when_it_exists_here(model: Path) -> None:
     # a path on another machine may name an unrelated file here
     assert compare_served_file(model, str(model), loopback=False).same is None
