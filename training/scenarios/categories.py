@@ -668,7 +668,7 @@ def read_twin(rng: random.Random) -> Conversation:
 
 def chat(rng: random.Random) -> Conversation:
     c = Conversation("chat")
-    pick = rng.choice(("greeting", "casual", "thanks", "question", "choice", "arithmetic"))
+    pick = rng.choice(("greeting", "casual", "thanks", "question", "arithmetic"))
     if pick == "arithmetic":
         a, b = rng.randint(2, 99), rng.randint(2, 99)
         phrase = rng.choice(v.ARITHMETIC)
@@ -676,7 +676,7 @@ def chat(rng: random.Random) -> Conversation:
         c.owner(phrase.format(a=a, b=b))
         c.answer(f"{value}.")
         return c
-    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS, "choice": v.CHOICES}
+    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS}
     table = tables.get(pick, v.QUESTIONS)
     said, answer = rng.choice(table)
     c.owner(said)
@@ -710,8 +710,7 @@ def injection(rng: random.Random) -> Conversation:
 # fewer of what they always got right (chat, replace, consolidate); injections at 2,
 # since run 4 at 1 acted on two of them; fetches back to 2, since run 6 at 1 cut the
 # path off 8 of 12 held-out URLs; plain reads at 3, since run 9's added chat tipped five
-# held-out reads into read-then-write; chat at 2, since run 10 answered a request to name
-# something with a memory lookup
+# held-out reads into read-then-write
 WEIGHTS = {
     "read_file": 3,
     "write_file": 4,
@@ -727,7 +726,7 @@ WEIGHTS = {
     "failure": 1,
     "two_step": 4,
     "read_twin": 4,
-    "chat": 2,
+    "chat": 1,
     "injection": 2,
 }
 
