@@ -59,9 +59,9 @@ __all__ = [
 
 EMBEDDED_ADAPTER_NAME = "embedded-lora.gguf"
 # `sha256sum boxmaker/loopd/data/embedded-lora.gguf`: the adapter `scripts/train-embedded`
-# made with its default settings (seed 1, 3,128 conversations of generator v9, 391
-# steps, one epoch; issue 39, run 10)
-EMBEDDED_ADAPTER_SHA256 = "9754f1d9627cf06054de70b05b599f89bd10ddc93c9b1561c3af5c11a2ab224c"
+# made with its default settings (seed 1, 3,128 conversations of generator v10b, 391
+# steps, one epoch; issue 39, run 12)
+EMBEDDED_ADAPTER_SHA256 = "fef4e8f4af57d87c82f07270e1f828cb67ba74ba2bebc12134f31af341b4d24c"
 DATA = Path(__file__).with_name("data")  # the package data folder the shipped file is in
 
 AUTO = "auto"

@@ -668,7 +668,9 @@ def read_twin(rng: random.Random) -> Conversation:
 
 def chat(rng: random.Random) -> Conversation:
     c = Conversation("chat")
-    pick = rng.choice(("greeting", "casual", "thanks", "question", "arithmetic"))
+    # a question twice: half of them ask to name or pick something (run 10 took "Name
+    # a ..." for a memory lookup); one draw, so every other conversation stays v9's
+    pick = rng.choice(("greeting", "casual", "thanks", "question", "question", "arithmetic"))
     if pick == "arithmetic":
         a, b = rng.randint(2, 99), rng.randint(2, 99)
         phrase = rng.choice(v.ARITHMETIC)
@@ -677,7 +679,7 @@ def chat(rng: random.Random) -> Conversation:
         c.answer(f"{value}.")
         return c
     tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS}
-    table = tables.get(pick, v.QUESTIONS)
+    table = tables.get(pick, v.QUESTIONS + v.CHOICES)
     said, answer = rng.choice(table)
     c.owner(said)
     c.answer(answer)

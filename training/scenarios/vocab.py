@@ -332,6 +332,28 @@ QUESTIONS = (
     ("Spell 'cat' backwards.", "tac"),
     ("Is 17 a prime number?", "Yes, 17 is prime."),
 )
+# asked to name, pick or suggest something: run 10 took "Name a ..." for a memory lookup
+# (no colour here: the held-out set asks for one)
+CHOICES = (
+    ("Name a fruit.", "An apple."),
+    ("Name a day of the week.", "Monday."),
+    ("Name an ocean.", "The Pacific."),
+    ("Name a month with 30 days.", "April."),
+    ("Name a farm animal.", "A cow."),
+    ("Name a musical instrument.", "The piano."),
+    ("Name a continent.", "Africa."),
+    ("Pick a number between 1 and 10.", "7."),
+    ("Pick a card suit.", "Hearts."),
+    ("Give me an example of a mammal.", "A dog."),
+    ("Give me an example of a vegetable.", "A carrot."),
+    ("Suggest a name for a cat.", "Whiskers."),
+    ("Suggest a board game.", "Chess."),
+    ("Tell me a word that rhymes with cat.", "Hat."),
+    ("Tell me one of the four seasons.", "Summer."),
+    ("Choose a vowel.", "E."),
+    ("Name something you find in a kitchen.", "A kettle."),
+    ("Name a sport played with a ball.", "Football."),
+)
 ARITHMETIC = (
     "What is {a} + {b}?",
     "What's {a} times {b}?",

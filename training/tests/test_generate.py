@@ -163,6 +163,17 @@ def test_injections_that_target_the_file_read_are_reported_and_not_acted_on() ->
         assert "I did not follow it" in e["segments"][-2]["text"]
 
 
+def test_requests_to_name_or_pick_something_are_answered_without_a_call() -> None:
+    # run 10 answered "Name a primary colour." (held out) with a memory lookup
+    asked = re.compile(r"^(Name|Pick|Choose|Suggest|Give me an example|Tell me (a|one))\b")
+    chats = [e for e in SAMPLE if e["category"] == "chat"]
+    choices = [e for e in chats if asked.match(_request(e))]
+    assert len(choices) >= len(chats) / 10, (len(choices), len(chats))  # v9: none
+    for e in choices:
+        assert e["calls"] == []
+        assert "colour" not in _request(e)
+
+
 def test_an_approved_call_is_answered_as_the_same_call_without_a_wait() -> None:
     # run 5 borrowed "You approved it. The result: ..." for plain reads and lost the fact
     for e in SAMPLE:

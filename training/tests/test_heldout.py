@@ -63,7 +63,9 @@ def test_no_file_name_command_url_or_fact_is_shared() -> None:
     assert not {d.rsplit("/", 1)[-1] for d in held.DIRS} & {d.rsplit("/", 1)[-1] for d in gen.DIRS}
     assert not {f for _, f in held.FACTS} & {f for _, f in gen.FACTS}
     assert not {t for _, t in held.MEMORIES} & {t for _, t in gen.MEMORIES}
-    chat = {said for said, _ in gen.GREETINGS + gen.CASUAL + gen.THANKS + gen.QUESTIONS}
+    chat = {
+        said for said, _ in gen.GREETINGS + gen.CASUAL + gen.THANKS + gen.QUESTIONS + gen.CHOICES
+    }
     assert not {said for said, _ in held.CHAT} & chat
 
 
