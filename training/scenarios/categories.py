@@ -668,7 +668,9 @@ def read_twin(rng: random.Random) -> Conversation:
 
 def chat(rng: random.Random) -> Conversation:
     c = Conversation("chat")
-    pick = rng.choice(("greeting", "casual", "thanks", "question", "choice", "arithmetic"))
+    # a question twice: half of them ask to name or pick something (run 10 took "Name
+    # a ..." for a memory lookup); one draw, so every other conversation stays v9's
+    pick = rng.choice(("greeting", "casual", "thanks", "question", "question", "arithmetic"))
     if pick == "arithmetic":
         a, b = rng.randint(2, 99), rng.randint(2, 99)
         phrase = rng.choice(v.ARITHMETIC)
@@ -676,8 +678,8 @@ def chat(rng: random.Random) -> Conversation:
         c.owner(phrase.format(a=a, b=b))
         c.answer(f"{value}.")
         return c
-    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS, "choice": v.CHOICES}
-    table = tables.get(pick, v.QUESTIONS)
+    tables = {"greeting": v.GREETINGS, "casual": v.CASUAL, "thanks": v.THANKS}
+    table = tables.get(pick, v.QUESTIONS + v.CHOICES)
     said, answer = rng.choice(table)
     c.owner(said)
     c.answer(answer)
@@ -710,8 +712,7 @@ def injection(rng: random.Random) -> Conversation:
 # fewer of what they always got right (chat, replace, consolidate); injections at 2,
 # since run 4 at 1 acted on two of them; fetches back to 2, since run 6 at 1 cut the
 # path off 8 of 12 held-out URLs; plain reads at 3, since run 9's added chat tipped five
-# held-out reads into read-then-write; chat at 2, since run 10 answered a request to name
-# something with a memory lookup
+# held-out reads into read-then-write
 WEIGHTS = {
     "read_file": 3,
     "write_file": 4,
@@ -727,7 +728,7 @@ WEIGHTS = {
     "failure": 1,
     "two_step": 4,
     "read_twin": 4,
-    "chat": 2,
+    "chat": 1,
     "injection": 2,
 }
 
