@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -113,17 +114,24 @@ def plain_chat(link: ChatLink, printer: Printer, once: bool) -> int:
     out = link.out
     out.write(f"session {link.session}; Ctrl-C stops a reply, Ctrl-D ends\n")
     interrupted = False  # the last Ctrl-C came at the prompt: a second one leaves
+    notice = ""  # said with the next prompt, inside the same guard
     while True:
-        out.write("> ")
-        out.flush()
         try:
+            # the prompt's writes are guarded too: a second Ctrl-C typed the moment the
+            # hint shows must leave the chat, not end bxctl by the signal
+            out.write(f"{notice}> ")
+            out.flush()
+            notice = ""
             line = link.reader.readline()
         except KeyboardInterrupt:
             if interrupted:
+                # leaving: one Ctrl-C more, while Python shuts down, must not end the
+                # process by the signal
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 out.write("\n")
                 return EXIT_OK
             interrupted = True
-            out.write("\n(Ctrl-C again, or Ctrl-D, ends the chat)\n")
+            notice = "\n(Ctrl-C again, or Ctrl-D, ends the chat)\n"
             continue
         interrupted = False
         if not line:
@@ -143,14 +151,14 @@ def plain_chat(link: ChatLink, printer: Printer, once: bool) -> int:
             continue
         try:
             done = link.turn(text, printer)
+            # a Ctrl-C as the reply ends stops its printing, not the chat
+            printer.answer(done, once, out, sys.stdout)
         except CliError as exc:
             out.write(f"bxctl: {exc.message}\n")
             return EXIT_PROBLEM
         except KeyboardInterrupt:
             # the connection is closed: loopd stops the reply and keeps what it wrote
-            out.write("(stopped; the session goes on)\n")
-            continue
-        printer.answer(done, once, out, sys.stdout)
+            notice = "(stopped; the session goes on)\n"
 
 
 def command_lines(

@@ -99,8 +99,11 @@ def console_chat(link: ChatLink, once: bool) -> int:
         return None
 
     interrupted = False  # the last Ctrl-C came at the prompt: a second one leaves
+    notice = ""  # written inside the guard: a Ctrl-C as it shows counts as the second
     while True:
         try:
+            out.write(notice)
+            notice = ""
             text = console.read()
             interrupted = False
             status = run_line(text) if text.strip() else None
@@ -112,7 +115,7 @@ def console_chat(link: ChatLink, once: bool) -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 return EXIT_OK
             interrupted = True
-            out.write("(Ctrl-C again, or Ctrl-D, ends the chat)\n")
+            notice = "(Ctrl-C again, or Ctrl-D, ends the chat)\n"
             continue
         except EOFError:
             return EXIT_OK
