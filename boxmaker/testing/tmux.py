@@ -112,16 +112,23 @@ class TmuxPane:
                 raise AssertionError(f"not on the screen after {timeout_s} s: {found!r}\n{screen}")
             time.sleep(0.05)
 
-    def exit_status(self, timeout_s: float = 10.0) -> int | None:
-        """The program's exit status once it has ended; None when a signal ended it
-        (tmux 3.3 gives no status then, and no name for the signal)."""
+    def exit_status(self, timeout_s: float = 10.0) -> int:
+        """The program's exit status once it has ended, as subprocess gives it: minus the
+        signal's number when a signal ended it.
+
+        tmux marks the pane dead when the program's terminal closes, which can come
+        before it has reaped the program (1 in 40 here): until then it has neither a
+        status nor a signal, so both are waited for."""
         deadline = time.monotonic() + timeout_s
-        while self.format("#{pane_dead}") != "1":
+        while True:
+            dead, status, signal = self.format(
+                "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
+            ).split("|")
+            if dead == "1" and (status or signal):
+                return int(status) if status else -int(signal)
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running after {timeout_s} s\n{self.screen()}")
             time.sleep(0.05)
-        status = self.format("#{pane_dead_status}")
-        return int(status) if status else None
 
     def close(self) -> None:
         subprocess.run(
