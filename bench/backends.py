@@ -12,7 +12,8 @@ from the llama.cpp llama-cpp-python vendors) on 127.0.0.1 with the embedded mode
   very body loopd sends (`completion_body` / `openai_body`) and its stream read for
   ids alone: tokens over the time from sending to the last id. The owner's turns are
   bench/loopd.py's write requests, whose replies (a write call with its whole text)
-  run to 50 to 96 tokens. At least 0.95.
+  ran to 50 to 96 tokens with run 7's adapter and run to 37 with run 12's (the
+  figure prints the length). At least 0.95.
 - time to the first token: from sending to the first id's text (loopd) or the first
   event with an id (direct), the prompt cached on the server but for its last token
   in both. At most 1.1.
